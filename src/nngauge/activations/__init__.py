@@ -1,0 +1,36 @@
+"""Activations: what a nonlinearity is (value, derivative, Gaussian moments, closed-form duals).
+
+Example:
+    >>> from nngauge import activations
+    >>> import numpy as np
+    >>> relu = activations.get("relu")
+    >>> relu(np.array([-1.0, 2.0]))
+    array([0., 2.])
+"""
+
+from nngauge.activations import _zoo  # noqa: F401  (registers the built-in activations)
+from nngauge.activations._base import Activation
+from nngauge.activations._gaussian import (
+    DEFAULT_QUADRATURE,
+    FAST_QUADRATURE,
+    Quadrature,
+    cross_expectation,
+    expectation,
+    hermite_coefficients,
+    standard_normal_rule,
+)
+from nngauge.activations._registry import get, names, register
+
+__all__ = [
+    "Activation",
+    "DEFAULT_QUADRATURE",
+    "FAST_QUADRATURE",
+    "Quadrature",
+    "cross_expectation",
+    "expectation",
+    "get",
+    "hermite_coefficients",
+    "names",
+    "register",
+    "standard_normal_rule",
+]

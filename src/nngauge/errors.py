@@ -1,0 +1,65 @@
+"""Errors raised by nngauge.
+
+Every error derives from :class:`NNGaugeError`. At a public entry point an error says what
+was expected, what was got, and how to fix it; :func:`invalid` builds such a message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NNGaugeError",
+    "InvalidInputError",
+    "UnknownNameError",
+    "MissingDependencyError",
+    "ConvergenceError",
+    "invalid",
+    "require_extra",
+]
+
+
+class NNGaugeError(Exception):
+    """Root of every error nngauge raises."""
+
+
+class InvalidInputError(NNGaugeError, ValueError):
+    """An argument has the wrong value, shape, type or range."""
+
+
+class UnknownNameError(NNGaugeError, KeyError):
+    """A name (activation, architecture, option) is not known."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingDependencyError(NNGaugeError, ImportError):
+    """An optional dependency needed for this feature is not installed."""
+
+
+class ConvergenceError(NNGaugeError, RuntimeError):
+    """An iterative computation did not reach its tolerance."""
+
+
+def invalid(where: str, expected: str, got: str, fix: str) -> InvalidInputError:
+    """Build an :class:`InvalidInputError` with the expected / got / fix message shape.
+
+    Example:
+        >>> raise invalid("gaussian_covariance()", "rho in [-1, 1]", "rho=1.5", "clip rho")
+        Traceback (most recent call last):
+        ...
+        nngauge.errors.InvalidInputError: gaussian_covariance() expected rho in [-1, 1]; got rho=1.5. Fix: clip rho.
+    """
+    return InvalidInputError(f"{where} expected {expected}; got {got}. Fix: {fix}.")
+
+
+def require_extra(module: str, extra: str, feature: str):
+    """Import an optional dependency or raise :class:`MissingDependencyError` naming the extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"{feature} needs the optional package '{module}', which is not installed. "
+            f"Install it with: pip install 'nngauge[{extra}]'"
+        ) from exc
