@@ -19,8 +19,9 @@ from nngauge.activations import (
     expectation,
     get,
 )
+from nngauge.activations import hermite_coefficients as _hermite_coefficients
 from nngauge.errors import ConvergenceError, invalid
-from nngauge.theory._validate import check_correlation, check_variance
+from nngauge.theory._validate import check_correlation, check_positive_int, check_variance
 
 Method = Literal["auto", "closed", "quadrature"]
 
@@ -94,6 +95,26 @@ def gaussian_mean(act: Activation | str, q: Any = 1.0, *, quadrature: Quadrature
     if act.mean_fn is not None:
         return np.asarray(act.mean_fn(q), dtype=np.float64)
     return expectation(act.value, q, breakpoints=act.breakpoints, rule=quadrature)
+
+
+def hermite_coefficients(
+    act: Activation | str, n: int, *, q: float = 1.0, quadrature: Quadrature = DEFAULT_QUADRATURE
+) -> np.ndarray:
+    """Normalized Hermite coefficients a_0..a_{n-1} of act(sqrt(q) z), z ~ N(0, 1).
+
+    a_k = E[act(sqrt(q) z) He_k(z)] / sqrt(k!), so act(sqrt(q) z) = sum_k a_k He_k(z) / sqrt(k!)
+    and, at equal variances q, E[act(u) act(v)] = sum_k a_k^2 rho^k (Mehler's formula; the
+    shrinkage paper's section 2 and deep-conditioning appendix C.4 use this expansion).
+
+    Example:
+        >>> from nngauge.theory import hermite_coefficients
+        >>> hermite_coefficients("identity", 3).round(12)
+        array([0., 1., 0.])
+    """
+    act = resolve(act)
+    n = check_positive_int(n, "n", "hermite_coefficients()")
+    q = float(check_variance(q, "q", "hermite_coefficients()"))
+    return _hermite_coefficients(act.value, n, q=q, breakpoints=act.breakpoints, rule=quadrature)
 
 
 def _refine(compute, rule: Quadrature, rtol: float | None, max_refinements: int = 4):

@@ -1,0 +1,1 @@
+"""Probing any ``nn.Module``: data to batches, layer discovery, hooks, state restoration."""
