@@ -1,0 +1,5 @@
+"""The ``nngauge`` command line: thin commands over the library."""
+
+from nngauge.cli._app import app, main
+
+__all__ = ["app", "main"]

@@ -1,0 +1,214 @@
+"""The fully-connected networks of the NLC paper (appendix C), as ``nngauge.nn.mlp``.
+
+A network of ``depth`` weight layers (depth 2 has one activation). Layer l = 1..depth is
+
+    linear_l -> [norm_l] -> activation      (the last layer is linear only)
+
+with normalization none / batch / layer (no trainable affine parameters). Skip connections
+(NLC appendix C, after He et al. 2016) bypass two layers: skip k starts after the linear (or
+the normalization) of layer 2k - 1 and is added, times ``skip`` (its strength), right after the
+linear operation of layer 2k + 1. ``depth`` must then be odd, so that the last skip ends after
+the last linear operation; that last skip maps width -> d_out through a fixed (untrained)
+d_out x width submatrix of a random orthogonal matrix times max(1, sqrt(d_out / width)).
+
+Initialization (appendix C): ``init="orthogonal"``: W is a d_out x d_in submatrix of a uniformly
+random orthogonal matrix times max(1, sqrt(d_out / d_in)); ``init="gaussian"``: W_ij ~
+N(0, 1 / d_in). Both are then multiplied by ``sigma_w``, whose default sqrt(1 - bias_std^2)
+is the paper's sqrt(0.95) correction for biases of variance 0.05 (and 1 for zero biases).
+Biases are N(0, bias_std^2). ``scale`` multiplies weights and biases jointly (the paper's 0.9
+and 1.1 factors).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Literal, Optional
+
+import torch
+from torch import nn
+
+from nngauge.activations import Activation
+from nngauge.activations._spec import from_spec
+from nngauge.errors import invalid
+
+Norm = Optional[Literal["batch", "layer"]]
+SkipStart = Literal["linear", "norm"]
+Init = Literal["orthogonal", "gaussian"]
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    """Everything that defines an :func:`mlp` (the theory engine reads it)."""
+
+    d_in: int
+    width: int
+    depth: int
+    d_out: int
+    activation: str
+    norm: Norm
+    skip: Optional[float]
+    skip_start: SkipStart
+    init: Init
+    sigma_w: float
+    bias_std: float
+    scale: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class MLP(nn.Module):
+    """A fully-connected network built by :func:`mlp`; ``config`` says how.
+
+    Submodules are named ``layers.<i>.linear``, ``layers.<i>.norm`` and ``layers.<i>.act``
+    (i = 0..depth-1); the fixed last-skip projection is the buffer ``skip_projection``.
+
+    Shapes: input (batch, d_in) -> output (batch, d_out).
+    """
+
+    def __init__(self, config: MLPConfig, activation: Activation) -> None:
+        super().__init__()
+        self.config = config
+        widths = [config.d_in] + [config.width] * (config.depth - 1) + [config.d_out]
+        self.layers = nn.ModuleList()
+        for i in range(config.depth):
+            block = nn.Module()
+            block.linear = nn.Linear(widths[i], widths[i + 1])
+            last = i == config.depth - 1
+            if config.norm is not None and not last:
+                block.norm = (nn.BatchNorm1d(widths[i + 1], affine=False)
+                              if config.norm == "batch"
+                              else nn.LayerNorm(widths[i + 1], elementwise_affine=False))
+            if not last:
+                block.act = activation.module()
+            self.layers.append(block)
+        if config.skip is not None:
+            self.register_buffer("skip_projection", torch.empty(config.d_out, config.width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cfg = self.config
+        skip = None
+        for i, block in enumerate(self.layers):
+            x = block.linear(x)
+            ends_skip = cfg.skip is not None and i >= 2 and i % 2 == 0
+            if ends_skip:
+                carried = skip @ self.skip_projection.T if i == cfg.depth - 1 else skip
+                x = x + cfg.skip * carried
+            starts_skip = cfg.skip is not None and i % 2 == 0 and i < cfg.depth - 1
+            if starts_skip and cfg.skip_start == "linear":
+                skip = x
+            if hasattr(block, "norm"):
+                x = block.norm(x)
+            if starts_skip and cfg.skip_start == "norm":
+                skip = x
+            if hasattr(block, "act"):
+                x = block.act(x)
+        return x
+
+
+def mlp(
+    d_in: int,
+    width: int,
+    depth: int,
+    d_out: int,
+    *,
+    activation: str | Activation = "relu",
+    norm: Norm = None,
+    skip: Optional[float] = None,
+    skip_start: SkipStart = "linear",
+    init: Init = "orthogonal",
+    sigma_w: Optional[float] = None,
+    bias_std: float = 0.0,
+    scale: float = 1.0,
+    generator: Optional[torch.Generator] = None,
+    dtype: torch.dtype = torch.float32,
+) -> MLP:
+    """A fully-connected network as in the NLC paper, appendix C (see the module docstring).
+
+    Args:
+        d_in, width, depth, d_out: input width, hidden width, number of weight layers (>= 1),
+            output width.
+        activation: a registry name, a spec (``"normalize(modify(tanh, dilation=1.2))"``) or
+            an :class:`~nngauge.activations.Activation`.
+        norm: None, ``"batch"`` or ``"layer"`` (no trainable affine parameters).
+        skip: None (no skip connections) or the skip strength (1 is the usual residual net).
+        skip_start: skips start after the ``"linear"`` operation or after the ``"norm"``.
+        init: ``"orthogonal"`` (default, as the paper always did) or ``"gaussian"``.
+        sigma_w: weight multiplier; default sqrt(1 - bias_std^2) (the paper's correction).
+        bias_std: standard deviation of the initial biases (paper: 0 or sqrt(0.05)).
+        scale: joint multiplier of weights and biases (paper: 0.9, 1 or 1.1).
+        generator: torch generator for a reproducible initialization.
+        dtype: parameter dtype.
+
+    Example:
+        >>> import torch
+        >>> from nngauge.nn import mlp
+        >>> net = mlp(10, 32, 5, 3, activation="tanh", norm="batch", skip=1.0,
+        ...           generator=torch.Generator().manual_seed(0))
+        >>> net(torch.randn(4, 10)).shape
+        torch.Size([4, 3])
+    """
+    where = "mlp()"
+    for name, value in (("d_in", d_in), ("width", width), ("depth", depth), ("d_out", d_out)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
+                          f"pass a positive integer {name}")
+    if norm not in (None, "batch", "layer"):
+        raise invalid(where, "norm in {None, 'batch', 'layer'}", f"norm={norm!r}", "pick one")
+    if skip_start not in ("linear", "norm"):
+        raise invalid(where, "skip_start in {'linear', 'norm'}", f"skip_start={skip_start!r}",
+                      "pick one")
+    if init not in ("orthogonal", "gaussian"):
+        raise invalid(where, "init in {'orthogonal', 'gaussian'}", f"init={init!r}", "pick one")
+    if skip is not None and (depth < 3 or depth % 2 == 0):
+        raise invalid(where, "an odd depth >= 3 with skip connections (each bypasses two "
+                      "layers and the last ends at the output)", f"depth={depth}",
+                      f"use depth={max(3, depth + 1 - depth % 2)} or skip=None")
+    if not (math.isfinite(bias_std) and bias_std >= 0):
+        raise invalid(where, "bias_std >= 0", f"bias_std={bias_std!r}", "pass a standard deviation")
+    if sigma_w is None:
+        if bias_std >= 1:
+            raise invalid(where, "bias_std < 1 when sigma_w is left to its default "
+                          "sqrt(1 - bias_std^2)", f"bias_std={bias_std}", "pass sigma_w explicitly")
+        sigma_w = math.sqrt(1.0 - bias_std**2)
+    for name, value in (("sigma_w", sigma_w), ("scale", scale)):
+        if not (math.isfinite(value) and value > 0):
+            raise invalid(where, f"{name} > 0", f"{name}={value!r}", f"pass a positive {name}")
+    act = from_spec(activation)
+    config = MLPConfig(d_in, width, depth, d_out, act.label, norm,
+                       None if skip is None else float(skip), skip_start, init,
+                       float(sigma_w), float(bias_std), float(scale))
+    model = MLP(config, act).to(dtype)
+    _initialize(model, generator)
+    return model
+
+
+def orthogonal_submatrix(rows: int, cols: int, generator: Optional[torch.Generator],
+                         dtype: torch.dtype) -> torch.Tensor:
+    """A rows x cols submatrix of a uniformly random orthogonal matrix (Haar, by QR of a
+    Gaussian matrix with the sign correction), times max(1, sqrt(rows / cols))."""
+    n = max(rows, cols)
+    gaussian = torch.randn(n, n, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(gaussian)
+    q = q * torch.sign(torch.diagonal(r))
+    return (q[:rows, :cols] * max(1.0, math.sqrt(rows / cols))).to(dtype)
+
+
+@torch.no_grad()
+def _initialize(model: MLP, generator: Optional[torch.Generator]) -> None:
+    cfg = model.config
+    for block in model.layers:
+        weight, bias = block.linear.weight, block.linear.bias
+        d_out, d_in = weight.shape
+        if cfg.init == "orthogonal":
+            weight.copy_(orthogonal_submatrix(d_out, d_in, generator, weight.dtype))
+        else:
+            weight.copy_(torch.randn(d_out, d_in, generator=generator, dtype=torch.float64)
+                         / math.sqrt(d_in))
+        weight.mul_(cfg.sigma_w * cfg.scale)
+        bias.copy_(torch.randn(d_out, generator=generator, dtype=torch.float64)
+                   * cfg.bias_std * cfg.scale)
+    if cfg.skip is not None:
+        model.skip_projection.copy_(orthogonal_submatrix(cfg.d_out, cfg.width, generator,
+                                                         model.skip_projection.dtype))
