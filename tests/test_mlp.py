@@ -48,9 +48,8 @@ def test_joint_scale_multiplies_weights_and_biases():
 
 @pytest.mark.parametrize("skip_start", ["linear", "norm"])
 def test_skip_connections_match_a_hand_written_forward(skip_start):
-    net = mlp(4, 6, 5, 3, activation="tanh" if "tanh" in __import__(
-        "nngauge.activations").activations.names() else "relu", norm="layer", skip=0.5,
-        skip_start=skip_start, generator=gen(), dtype=torch.float64)
+    net = mlp(4, 6, 5, 3, activation="tanh", norm="layer", skip=0.5, skip_start=skip_start,
+              generator=gen(), dtype=torch.float64)
     x = torch.randn(7, 4, generator=gen(1), dtype=torch.float64)
     L = net.layers
     act = L[0].act
@@ -72,10 +71,13 @@ def test_skip_connections_match_a_hand_written_forward(skip_start):
 
 
 def test_activation_specs_and_objects():
-    net = mlp(3, 4, 3, 2, activation="leaky_relu(negative_slope=0.2)"
-              if "leaky_relu" in __import__("nngauge.activations").activations.names()
-              else get("relu"))
-    assert net.config.activation in ("leaky_relu(negative_slope=0.2)", "relu")
+    net = mlp(3, 4, 3, 2, activation="leaky_relu(negative_slope=0.2)")
+    assert net.config.activation == "leaky_relu(negative_slope=0.2)"
+    t = torch.tensor([-2.0, 3.0])
+    torch.testing.assert_close(net.layers[0].act(t), torch.tensor([-0.4, 3.0]))
+    spec = "normalize(modify(tanh, dilation=1.2))"
+    assert mlp(3, 4, 3, 2, activation=spec).config.activation == spec
+    assert mlp(3, 4, 3, 2, activation=get("relu")).config.activation == "relu"
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,19 @@
 expressivity and generalization do, on any ``torch.nn.Module``.
 
 Subpackages: :mod:`nngauge.activations`, :mod:`nngauge.theory` (numpy/scipy only),
-:mod:`nngauge.nn`. The package imports no optional dependency at import time.
+:mod:`nngauge.measures`, :mod:`nngauge.nn`. The measures are re-exported here and loaded on
+first use (PEP 562), so ``import nngauge.theory`` never imports torch, and the package imports
+no optional dependency at import time.
+
+Example:
+    >>> import torch, nngauge
+    >>> from nngauge.nn import mlp
+    >>> net = mlp(10, 64, 3, 2, activation="tanh")
+    >>> nngauge.nlc(net, torch.randn(100, 10)).nlc > 0
+    True
 """
+
+from importlib import import_module
 
 from nngauge._version import __version__
 from nngauge.errors import (
@@ -14,6 +25,14 @@ from nngauge.errors import (
     UnknownNameError,
 )
 
+_MEASURES = (
+    "CorrelationResult", "GradientMetrics", "JacobianNormResult", "KernelConditioning",
+    "NLCProfile", "NLCResult", "RegionSize", "correlations", "error_preserving_perturbation",
+    "gradient_metrics", "jacobian_norm", "kernel_conditioning", "linear_region_diameter",
+    "nlc", "nlc_profile", "SkimResult", "skim",
+)
+_LAZY = {name: "nngauge.measures" for name in _MEASURES}
+
 __all__ = [
     "ConvergenceError",
     "InvalidInputError",
@@ -21,4 +40,17 @@ __all__ = [
     "NNGaugeError",
     "UnknownNameError",
     "__version__",
+    *_MEASURES,
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nngauge' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -13,6 +13,7 @@ import ast
 from typing import Callable
 
 from nngauge.activations._base import Activation
+from nngauge.activations._modify import debias, modify, normalize, unit_scale
 from nngauge.activations._registry import get
 from nngauge.errors import InvalidInputError, invalid
 
@@ -20,10 +21,9 @@ _WHERE = "from_spec()"
 _FIX = "write e.g. 'relu', 'leaky_relu(negative_slope=0.2)' or 'normalize(modify(tanh, dilation=1.2))'"
 
 
-def _wrappers() -> dict[str, Callable[..., Activation]]:
-    from nngauge.activations._modify import debias, modify, normalize, unit_scale
-
-    return {"modify": modify, "debias": debias, "unit_scale": unit_scale, "normalize": normalize}
+_WRAPPERS: dict[str, Callable[..., Activation]] = {
+    "modify": modify, "debias": debias, "unit_scale": unit_scale, "normalize": normalize,
+}
 
 
 def from_spec(spec: str | Activation) -> Activation:
@@ -58,12 +58,11 @@ def _build(node: ast.expr, spec: str) -> Activation:
     kwargs = {kw.arg: _number(kw.value, spec) for kw in node.keywords}
     if None in kwargs:
         raise invalid(_WHERE, "key=value arguments", f"**kwargs in {spec!r}", _FIX)
-    wrappers = _wrappers()
-    if name in wrappers:
+    if name in _WRAPPERS:
         if len(node.args) != 1:
             raise invalid(_WHERE, f"{name}() with one activation argument",
                           f"{len(node.args)} positional arguments in {spec!r}", _FIX)
-        return wrappers[name](_build(node.args[0], spec), **kwargs)
+        return _WRAPPERS[name](_build(node.args[0], spec), **kwargs)
     if node.args:
         raise invalid(_WHERE, f"keyword parameters for {name}", f"positional ones in {spec!r}",
                       f"name them, e.g. {name}(param=value)")

@@ -5,6 +5,66 @@ initialization, infinite-width NNGP/NTK kernels, the nonlinearity of activations
 papers' bounds.
 """
 
-from nngauge.theory._gaussian import gaussian_covariance, gaussian_mean
+from nngauge.theory._correlation import (
+    CRITICAL_TOL,
+    CorrelationMap,
+    DivergentLengthMap,
+    correlation_map,
+    length_fixed_point,
+)
+from nngauge.theory._critical import critical_init
+from nngauge.theory._expressivity import (
+    ActivationPatternBound,
+    TrajectoryGrowthBound,
+    hyperplane_regions,
+    max_activation_patterns,
+    trajectory_growth_bound,
+)
+from nngauge.theory._gaussian import gaussian_covariance, gaussian_mean, hermite_coefficients
+from nngauge.theory._kernels import (
+    KernelTrace,
+    condition_number,
+    mean_normalized_dot_product,
+    nngp,
+    ntk,
+)
+from nngauge.theory._nonlinearity import (
+    coefficient_of_nonaffinity,
+    coefficient_of_nonlinearity,
+    linear_approximation_error,
+    linearization_error,
+    nlc_activation,
+)
+from nngauge.theory._profile import ActivationProfile, profile
+from nngauge.theory._shrinkage import ShrinkageBound, shrinkage_bound
 
-__all__ = ["gaussian_covariance", "gaussian_mean"]
+__all__ = [
+    "CRITICAL_TOL",
+    "ActivationPatternBound",
+    "ActivationProfile",
+    "CorrelationMap",
+    "DivergentLengthMap",
+    "KernelTrace",
+    "ShrinkageBound",
+    "TrajectoryGrowthBound",
+    "coefficient_of_nonaffinity",
+    "coefficient_of_nonlinearity",
+    "condition_number",
+    "correlation_map",
+    "critical_init",
+    "gaussian_covariance",
+    "gaussian_mean",
+    "hermite_coefficients",
+    "hyperplane_regions",
+    "length_fixed_point",
+    "linear_approximation_error",
+    "linearization_error",
+    "max_activation_patterns",
+    "mean_normalized_dot_product",
+    "nlc_activation",
+    "nngp",
+    "ntk",
+    "profile",
+    "shrinkage_bound",
+    "trajectory_growth_bound",
+]

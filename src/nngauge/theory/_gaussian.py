@@ -17,7 +17,7 @@ from nngauge.activations import (
     Quadrature,
     cross_expectation,
     expectation,
-    get,
+    from_spec,
 )
 from nngauge.activations import hermite_coefficients as _hermite_coefficients
 from nngauge.errors import ConvergenceError, invalid
@@ -27,8 +27,12 @@ Method = Literal["auto", "closed", "quadrature"]
 
 
 def resolve(act: Activation | str) -> Activation:
-    """An :class:`Activation` from an activation or a registry name."""
-    return get(act) if isinstance(act, str) else act
+    """An :class:`Activation` from an activation, a registry name or a spec.
+
+    Specs are those of :func:`nngauge.activations.from_spec`, e.g. ``"leaky_relu(negative_slope=0.2)"``
+    or ``"normalize(modify(tanh, dilation=1.2))"``.
+    """
+    return from_spec(act)
 
 
 def gaussian_covariance(
@@ -108,7 +112,7 @@ def hermite_coefficients(
 
     Example:
         >>> from nngauge.theory import hermite_coefficients
-        >>> hermite_coefficients("identity", 3).round(12)
+        >>> hermite_coefficients("identity", 3).round(12) + 0.0  # + 0.0 turns -0. into 0.
         array([0., 1., 0.])
     """
     act = resolve(act)

@@ -52,3 +52,13 @@ def check_positive_int(value: Any, name: str, where: str, *, minimum: int = 1) -
         raise invalid(where, f"{name} an integer >= {minimum}", f"{name}={value!r}",
                       f"pass an integer {name} >= {minimum}")
     return int(value)
+
+
+def check_std(value: Any, name: str, where: str, *, positive: bool = False) -> float:
+    """A finite scalar standard deviation >= 0 (or > 0 when ``positive``)."""
+    arr = as_float_array(value, name, where)
+    if arr.ndim != 0 or (arr <= 0 if positive else arr < 0):
+        need = "> 0" if positive else ">= 0"
+        raise invalid(where, f"{name} a real number {need}", f"{name}={value!r}",
+                      f"pass a scalar standard deviation {need}")
+    return float(arr)

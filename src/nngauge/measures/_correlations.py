@@ -1,0 +1,185 @@
+"""Per-layer correlations of input pairs and the shrinkage paper's rho_max.
+
+The correlation of two inputs at a layer is the (uncentered) cosine similarity of the layer's
+outputs, shrinkage paper eq. 2.2: rho_l(x_a, x_b) = y_l(x_a) . y_l(x_b) / (|y_l(x_a)| |y_l(x_b)|),
+outputs flattened per sample. Theorem 1 of that paper bounds the Jacobian norm from below
+through rho_max = max_l min_{a, b} rho_l(x_a, x_b): the largest, over layers, of the smallest
+pairwise correlation. The minimum over the data set can be pushed further by gradient descent
+on a pair of inputs with the network fixed (the paper's figure 2, green): ``search_steps``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import nn
+
+from nngauge._internal.data import collect
+from nngauge._internal.layers import (
+    capture_outputs,
+    preserved_state,
+    resolve_layers,
+    select_output,
+)
+from nngauge._internal.probing import OUTPUT, prepare_inputs, run_model
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+
+DEFAULT_KINDS = ("linear", "conv", "norm", "activation")
+
+
+@dataclass(frozen=True)
+class CorrelationLayer:
+    """Pairwise correlations at one layer.
+
+    Attributes:
+        name: the layer (``"input"`` for the data, ``"output"`` for the network output).
+        mean, min, max: over all pairs a < b of the samples.
+        min_pair: the indices (a, b) of the least-correlated pair in the data.
+        searched_min: the smallest correlation found by gradient descent on a pair of inputs
+            (None when no search was asked for).
+    """
+
+    name: str
+    mean: float
+    min: float
+    max: float
+    min_pair: tuple[int, int]
+    searched_min: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class CorrelationResult(MeasureResult):
+    """Correlations per layer and rho_max (shrinkage paper Theorem 1).
+
+    Attributes:
+        layers: the input row, one row per measured layer, and the output row.
+        rho_max: max over the measured layers (input excluded) of the smallest pairwise
+            correlation in the data.
+        rho_max_searched: the same with the searched minima (None without a search).
+        skipped: ``{layer: reason}`` for layers that were not called.
+        n_samples: samples used (pairs: n (n - 1) / 2).
+    """
+
+    layers: tuple[CorrelationLayer, ...]
+    rho_max: float
+    rho_max_searched: Optional[float]
+    skipped: dict
+    n_samples: int
+
+    def plot(self, ax=None, reference: Optional[Sequence[float]] = None):
+        """Mean correlation and 1 - min per layer; ``reference``: a theory curve of rho."""
+        from nngauge.measures._plots import bar_per_layer
+
+        return bar_per_layer([row.name for row in self.layers], [row.mean for row in self.layers],
+                             ylabel="mean correlation", ax=ax, reference=reference)
+
+
+def correlations(
+    model: nn.Module,
+    data: Any,
+    *,
+    layers: Optional[Sequence[str]] = None,
+    max_samples: int = 500,
+    search_steps: int = 0,
+    search_lr: float = 0.01,
+    output: Any = None,
+) -> CorrelationResult:
+    """Cosine similarities of all input pairs at every layer, and rho_max.
+
+    Args:
+        model: any module; all samples are propagated as one batch (eval or train mode as the
+            model is; state restored afterwards).
+        data: any supported data form; the first ``max_samples`` samples are used.
+        layers: module names; default: every linear, conv, normalization and activation leaf.
+        max_samples: cap on the samples (the pairs grow quadratically).
+        search_steps: when > 0, for each layer run this many Adam steps on the least-correlated
+            data pair to lower its correlation at that layer (inputs kept at their norms).
+        search_lr: Adam learning rate for the search, relative to the input norm.
+        output: selector for models returning tuples or dicts.
+
+    Returns:
+        :class:`CorrelationResult`.
+
+    Example:
+        >>> import torch
+        >>> from nngauge import correlations
+        >>> from nngauge.nn import mlp
+        >>> net = mlp(8, 64, 4, 8, activation="relu", norm="layer")
+        >>> result = correlations(net, torch.randn(20, 8))
+        >>> result.layers[0].name, -1 <= result.rho_max <= 1
+        ('input', True)
+    """
+    where = "correlations()"
+    if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 2:
+        raise invalid(where, "max_samples an integer >= 2", repr(max_samples),
+                      "pass e.g. max_samples=500")
+    chosen = resolve_layers(model, layers, default_kinds=DEFAULT_KINDS, where=where)
+    batch = collect(data, where=where, max_samples=max_samples)
+    if len(batch) < 2:
+        raise invalid(where, "at least 2 samples (correlations are of pairs)",
+                      f"{len(batch)} sample", "pass 2 or more samples")
+    with preserved_state(model):
+        for param in model.parameters():
+            param.requires_grad_(False)  # the search moves inputs only; no .grad is touched
+        x = prepare_inputs(batch.inputs, model, requires_grad=False)
+        with torch.no_grad(), capture_outputs(chosen) as captured:
+            y = select_output(run_model(model, x, where), output, where=where)
+        outputs = {"input": x, **{l.name: captured.get(l.name) for l in chosen}, OUTPUT: y}
+        rows, skipped = [], {}
+        for name, value in outputs.items():
+            if value is None:
+                skipped[name] = "not called by the forward pass"
+                continue
+            row = _row(name, value)
+            if search_steps > 0 and name != "input":
+                row = _search(model, chosen, name, output, x, row, search_steps, search_lr,
+                              where)
+            rows.append(row)
+    layer_rows = rows[1:]
+    searched = [r.searched_min for r in layer_rows if r.searched_min is not None]
+    return CorrelationResult(
+        layers=tuple(rows), rho_max=max(r.min for r in layer_rows),
+        rho_max_searched=max(searched) if searched else None, skipped=skipped,
+        n_samples=len(x))
+
+
+def cosine_matrix(outputs: torch.Tensor) -> torch.Tensor:
+    """(n, n) cosine similarities of the flattened rows of ``outputs`` (float64)."""
+    flat = outputs.detach().reshape(len(outputs), -1).to(torch.float64)
+    unit = flat / flat.norm(dim=1, keepdim=True).clamp_min(1e-300)
+    return unit @ unit.T
+
+
+def _row(name: str, outputs: torch.Tensor) -> CorrelationLayer:
+    cos = cosine_matrix(outputs)
+    a, b = torch.triu_indices(len(cos), len(cos), offset=1)
+    pairs = cos[a, b]
+    k = int(pairs.argmin())
+    return CorrelationLayer(name=name, mean=float(pairs.mean()), min=float(pairs[k]),
+                            max=float(pairs.max()), min_pair=(int(a[k]), int(b[k])))
+
+
+def _search(model, layers, name, output, x, row, steps, lr, where) -> CorrelationLayer:
+    """Lower the correlation of a pair at layer ``name`` by Adam on the two inputs, each
+    projected back to its original norm after every step (the network is fixed)."""
+    pair = x[list(row.min_pair)].detach().clone().requires_grad_(True)
+    norms = pair.detach().reshape(2, -1).norm(dim=1)
+    shape = (2,) + (1,) * (x.dim() - 1)
+    optimizer = torch.optim.Adam([pair], lr=lr * float(norms.mean()) / pair[0].numel() ** 0.5)
+    target = [l for l in layers if l.name == name]
+    best = row.min
+    for _ in range(steps):
+        with capture_outputs(target) as captured:
+            y = select_output(run_model(model, pair, where), output, where=where)
+        value = (y if name == OUTPUT else captured[name]).reshape(2, -1)
+        cos = torch.nn.functional.cosine_similarity(value[0], value[1], dim=0)
+        best = min(best, float(cos.detach()))
+        optimizer.zero_grad()
+        cos.backward()
+        optimizer.step()
+        with torch.no_grad():
+            pair.mul_((norms / pair.reshape(2, -1).norm(dim=1)).reshape(shape))
+    return CorrelationLayer(**{**row.__dict__, "searched_min": best})

@@ -1,0 +1,106 @@
+"""The NLC paper's section 6 comparators: gradient size and a Lipschitz estimate.
+
+These are the metrics the NLC paper shows to be confounded by input/output rescaling and by
+width changes (section 6), offered so a user can see those confounders beside the NLC:
+
+- gradient vector component size, GVCS = Q_{i,x} dl/dx(i): the quadratic mean over input
+  components and samples of the loss gradient with respect to the input;
+- gradient vector length, Q_x ||dl/dx||_2;
+- a Lipschitz estimate of the network: max over the data of ||J(x)||_2 (a lower bound on the
+  Lipschitz constant of f on the data's neighbourhood).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+
+from nngauge._internal.jacobian import operator_norms
+from nngauge._internal.probing import OUTPUT, batch_coupled, forward_batches
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class GradientMetrics(MeasureResult):
+    """Section 6 comparators of the NLC paper.
+
+    Attributes:
+        gvcs: gradient vector component size Q_{i,x} dl/dx(i).
+        gradient_length: Q_x ||dl/dx||_2 (= gvcs * sqrt(d_in)).
+        lipschitz: max over samples of the Jacobian operator norm ||J(x)||_2.
+        mean_loss: mean per-sample loss.
+        d_in, n_samples: input dimension and samples seen.
+    """
+
+    gvcs: float
+    gradient_length: float
+    lipschitz: float
+    mean_loss: float
+    d_in: int
+    n_samples: int
+
+
+def default_loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-sample softmax cross-entropy for integer labels, squared error otherwise."""
+    if not torch.is_floating_point(labels):
+        return nn.functional.cross_entropy(outputs, labels.long(), reduction="none")
+    return (outputs - labels).pow(2).reshape(len(outputs), -1).sum(1)
+
+
+def gradient_metrics(
+    model: nn.Module,
+    data: Any,
+    *,
+    loss_fn: Optional[LossFn] = None,
+    batch_size: int = 250,
+    n_batches: Optional[int] = None,
+    n_iter: int = 100,
+    output: Any = None,
+    generator: Optional[torch.Generator] = None,
+) -> GradientMetrics:
+    """Gradient size and Lipschitz estimate (NLC paper section 6), for comparison with the NLC.
+
+    Args:
+        model: any classifier or regressor.
+        data: ``(inputs, labels)`` or a Dataset/DataLoader yielding both.
+        loss_fn: ``loss_fn(outputs, labels)`` returning per-sample losses of shape (b,);
+            default: cross-entropy for integer labels, squared error for float targets.
+        batch_size, n_batches, output, generator: as in :func:`nngauge.nlc`.
+        n_iter: power iterations for the Jacobian operator norm.
+
+    Returns:
+        :class:`GradientMetrics`.
+    """
+    where = "gradient_metrics()"
+    loss_fn = loss_fn or default_loss
+    coupled = batch_coupled(model)
+    sq_total, loss_total, lipschitz, n, d_in = 0.0, 0.0, 0.0, 0, 0
+    for step in forward_batches(model, data, [], batch_size=batch_size, n_batches=n_batches,
+                                generator=generator, output=output, where=where,
+                                min_batch=2 if coupled else 1):
+        x, y = step.x, step.outputs[OUTPUT]
+        if step.labels is None:
+            raise invalid(where, "labels with the inputs (a loss needs them)", "inputs only",
+                          "pass (inputs, labels) or a Dataset of pairs")
+        losses = loss_fn(y, step.labels.to(y.device))
+        if losses.shape != (len(x),):
+            raise invalid(where, f"loss_fn returning per-sample losses of shape ({len(x)},)",
+                          f"shape {tuple(losses.shape)}",
+                          "use reduction='none' (and sum extra dimensions per sample)")
+        (grad,) = torch.autograd.grad(losses.sum(), x, retain_graph=True)
+        sq_total += float(grad.detach().to(torch.float64).pow(2).sum())
+        loss_total += float(losses.detach().to(torch.float64).sum())
+        sigma, _ = operator_norms(x, y, coupled=coupled, n_iter=n_iter, tol=1e-6,
+                                  generator=generator)
+        lipschitz = max(lipschitz, float(sigma.max()))
+        n, d_in = n + len(x), x[0].numel()
+    return GradientMetrics(gvcs=math.sqrt(sq_total / (n * d_in)),
+                           gradient_length=math.sqrt(sq_total / n), lipschitz=lipschitz,
+                           mean_loss=loss_total / n, d_in=d_in, n_samples=n)

@@ -1,0 +1,307 @@
+"""The nonlinearity coefficient (NLC) of any network and of its sub-networks, and output bias.
+
+Definition 1 of the NLC paper (Philipp & Carbonell, section 3):
+
+    NLC(f, D) = Q_x ||J(x)||_F * Q_i(S_x x(i)) / (sqrt(d_out) * Q_j(S_x f(x, j)))
+
+with Q the quadratic mean, S_x the standard deviation over the data and J(x) = df/dx. Section G
+computes Q_x ||J(x)||_F stochastically: for a unit Gaussian u, Q_u ||u J||_2 = ||J||_F, so
+back-propagating Gaussian probes from the output and taking the quadratic mean of the input
+gradients estimates it. For batchnorm networks (a sample's output depends on its batch) the
+paper replaces Q_x ||J(x)||_F by Q_X ||J(X)||_F / sqrt(b), J(X) the (b d_out) x (b d_in)
+Jacobian of the whole batch output with respect to the whole batch input, and S_x f by the
+standard deviation of all outputs observed over the batches; both reduce to the definition
+without batchnorm. That single estimator is used here for every network.
+
+Output bias (section B.2): Q_{j,x} f(x, j) / Q_j(S_x f(x, j)); the paper flags as high bias
+the architectures where it exceeds 1000.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Sequence
+
+import torch
+from torch import nn
+
+from nngauge._internal.jacobian import exact_squared_columns, probe_squared_columns
+from nngauge._internal.layers import Layer, resolve_layers
+from nngauge._internal.probing import (
+    OUTPUT,
+    Moments,
+    UnitStats,
+    batch_coupled,
+    check_min_samples,
+    forward_batches,
+)
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+
+Method = Literal["probe", "exact"]
+HIGH_BIAS_THRESHOLD = 1000.0
+"""NLC paper section 4 / B.2: 1000 Q_j(S_x f(x, j)) < Q_{j,x} f(x, j) marks high output bias."""
+PROFILE_KINDS = ("linear", "conv", "norm", "activation")
+
+
+@dataclass(frozen=True)
+class NLCLayer:
+    """The NLC of the sub-network from the input to one layer's output."""
+
+    name: str
+    nlc: float
+    stderr: float
+    jacobian_rms: float
+    output_std: float
+    output_bias: float
+    high_bias: bool
+    d_out: int
+
+
+@dataclass(frozen=True)
+class NLCResult(MeasureResult):
+    """The NLC of a network on data (NLC paper Definition 1, estimator of section G).
+
+    Attributes:
+        nlc: the nonlinearity coefficient.
+        stderr: its standard error from the spread of the probe (or exact) values over
+            independent units: samples, or batches for batch-coupled networks (delta method).
+        jacobian_rms: Q_x ||J(x)||_F (Q_X ||J(X)||_F / sqrt(b) for batch-coupled networks).
+        input_std: Q_i(S_x x(i)) = sqrt(Tr(C_x) / d_in).
+        output_std: Q_j(S_x f(x, j)) = sqrt(Tr(C_f) / d_out).
+        output_bias: Q_{j,x} f(x, j) / Q_j(S_x f(x, j)) (section B.2).
+        high_bias: output_bias > 1000, the paper's flag.
+        d_in, d_out: input and output dimensions (numel per sample).
+        n_samples: samples seen.
+        batch_size: samples per batch.
+        method: "probe" (Gaussian probes, section G) or "exact" (full Jacobians).
+        batch_coupled: whether the network couples the samples of a batch (batchnorm in
+            train mode); then Jacobians are of the whole batch.
+        n_probes: Gaussian probes per batch (probe method).
+    """
+
+    nlc: float
+    stderr: float
+    jacobian_rms: float
+    input_std: float
+    output_std: float
+    output_bias: float
+    high_bias: bool
+    d_in: int
+    d_out: int
+    n_samples: int
+    batch_size: int
+    method: str
+    batch_coupled: bool
+    n_probes: int
+
+
+@dataclass(frozen=True)
+class NLCProfile(MeasureResult):
+    """NLC of the sub-network from the input to each chosen layer (NLC paper section 5: the
+    NLC compounds roughly exponentially with depth).
+
+    Attributes:
+        layers: one :class:`NLCLayer` per measured layer, in forward order, then the output.
+        skipped: ``{layer name: reason}`` for layers that could not be measured (never run
+            by the forward pass, or not differentiable with respect to the input).
+        input_std, d_in, n_samples, batch_size, method, batch_coupled, n_probes: as in
+            :class:`NLCResult`.
+    """
+
+    layers: tuple[NLCLayer, ...]
+    skipped: dict
+    input_std: float
+    d_in: int
+    n_samples: int
+    batch_size: int
+    method: str
+    batch_coupled: bool
+    n_probes: int
+
+    def __getitem__(self, name: str) -> NLCLayer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"{name!r} is not a measured layer; measured: {[l.name for l in self.layers]}")
+
+    def plot(self, ax=None):
+        """NLC (log scale) of each sub-network against its layer. Needs matplotlib."""
+        from nngauge.measures._plots import bar_per_layer
+
+        return bar_per_layer([l.name for l in self.layers], [l.nlc for l in self.layers],
+                             ylabel="NLC of input -> layer", log=True, ax=ax)
+
+
+def nlc(
+    model: nn.Module,
+    data: Any,
+    *,
+    batch_size: int = 250,
+    n_batches: Optional[int] = None,
+    method: Method = "probe",
+    n_probes: int = 1,
+    output: Any = None,
+    generator: Optional[torch.Generator] = None,
+) -> NLCResult:
+    """The nonlinearity coefficient of ``model`` on ``data`` (NLC paper, Definition 1).
+
+    NLC = Q_x ||J(x)||_F Q_i(S_x x(i)) / (sqrt(d_out) Q_j(S_x f(x, j))), estimated as in
+    section G: Gaussian probes back-propagated through the whole batch output, divided by
+    sqrt(b) (this equals the per-sample definition for networks without batchnorm). The model
+    runs in the mode it is in (train mode: batchnorm uses batch statistics, as at
+    initialization in the paper); its mode, parameters, requires_grad flags and buffers are
+    restored afterwards.
+
+    Args:
+        model: any module mapping a batch (b, ...) to outputs (b, ...).
+        data: inputs, (inputs, labels), a Dataset or a DataLoader; inputs of any shape. They
+            are converted (copied) to the model's dtype and device.
+        batch_size: batch size b (the paper uses 250).
+        n_batches: number of batches; None is one pass over the data (the paper uses 100
+            random batches of 250: pass ``n_batches=100, generator=...``).
+        method: "probe" (default: one backward pass per probe, the paper's estimator) or
+            "exact" (full Jacobian of every batch by batched backward passes: costs
+            b * d_out backward passes per batch, for small models and checks).
+        n_probes: Gaussian probes per batch, back-propagated together (probe method).
+        output: selector when the model returns a tuple/dict (index, key or callable).
+        generator: torch.Generator for the probes and the batch order (deterministic).
+
+    Returns:
+        :class:`NLCResult`.
+
+    Example:
+        >>> import torch
+        >>> from nngauge import nlc
+        >>> from nngauge.nn import mlp
+        >>> model = mlp(10, 64, 4, 3, activation="tanh", generator=torch.Generator().manual_seed(0))
+        >>> x = torch.randn(500, 10, generator=torch.Generator().manual_seed(1))
+        >>> round(nlc(model, x, generator=torch.Generator().manual_seed(2)).nlc, 1) > 0.5
+        True
+    """
+    profile = _nlc_pass(model, data, [], batch_size=batch_size, n_batches=n_batches,
+                        method=method, n_probes=n_probes, output=output, generator=generator,
+                        where="nlc()")
+    out = profile.layers[-1]
+    return NLCResult(
+        nlc=out.nlc, stderr=out.stderr, jacobian_rms=out.jacobian_rms,
+        input_std=profile.input_std, output_std=out.output_std, output_bias=out.output_bias,
+        high_bias=out.high_bias, d_in=profile.d_in, d_out=out.d_out,
+        n_samples=profile.n_samples, batch_size=batch_size, method=method,
+        batch_coupled=profile.batch_coupled, n_probes=n_probes,
+    )
+
+
+def nlc_profile(
+    model: nn.Module,
+    data: Any,
+    *,
+    layers: Optional[Sequence[str]] = None,
+    batch_size: int = 250,
+    n_batches: Optional[int] = None,
+    method: Method = "probe",
+    n_probes: int = 1,
+    output: Any = None,
+    generator: Optional[torch.Generator] = None,
+) -> NLCProfile:
+    """NLC of the sub-network from the input to each layer, and of the whole network.
+
+    Every layer's output is treated as the output f of Definition 1 (its Jacobian with
+    respect to the input, its standard deviation over the data). One forward pass per batch
+    serves every layer; one backward pass per layer and probe.
+
+    Args:
+        layers: module names (``model.named_modules()``); default: every linear, conv,
+            normalization and activation leaf, in registration order.
+        Others: as :func:`nlc`.
+
+    Returns:
+        :class:`NLCProfile` whose last row, ``"output"``, is the whole network.
+    """
+    chosen = resolve_layers(model, layers, default_kinds=PROFILE_KINDS, where="nlc_profile()")
+    return _nlc_pass(model, data, chosen, batch_size=batch_size, n_batches=n_batches,
+                     method=method, n_probes=n_probes, output=output, generator=generator,
+                     where="nlc_profile()")
+
+
+@dataclass
+class _Target:
+    """Running statistics of one measured output (a layer or the network output)."""
+
+    name: str
+    moments: Moments
+    jacobian: UnitStats
+    skipped: Optional[str] = None
+
+
+def _nlc_pass(model, data, layers: Sequence[Layer], *, batch_size, n_batches, method,
+              n_probes, output, generator, where) -> NLCProfile:
+    if method not in ("probe", "exact"):
+        raise invalid(where, "method 'probe' or 'exact'", repr(method),
+                      "use 'probe' (section G estimator) or 'exact' (full Jacobian)")
+    if isinstance(n_probes, bool) or not isinstance(n_probes, int) or n_probes < 1:
+        raise invalid(where, "n_probes an integer >= 1", repr(n_probes), "pass e.g. n_probes=1")
+    coupled = batch_coupled(model)
+    targets = {layer.name: _Target(layer.name, Moments(), UnitStats()) for layer in layers}
+    targets[OUTPUT] = _Target(OUTPUT, Moments(), UnitStats())
+    inputs = Moments()
+    for step in forward_batches(model, data, layers, batch_size=batch_size,
+                                      n_batches=n_batches, generator=generator, output=output,
+                                      where=where, min_batch=2 if coupled else 1):
+        x, outputs = step.x, step.outputs
+        inputs.update(x)
+        for name, y in outputs.items():
+            _accumulate(targets[name], x, y, method, n_probes, coupled, generator, where)
+    check_min_samples(inputs.count, 2, where, "input and output standard deviations")
+    input_std = inputs.std_quadratic_mean()
+    rows, skipped = [], {}
+    for target in targets.values():
+        if (target.skipped is None and target.name != OUTPUT
+                and target.moments.std_quadratic_mean() == 0.0):
+            target.skipped = "constant over the data (standard deviation 0)"
+        if target.skipped is not None:
+            skipped[target.name] = target.skipped
+        else:
+            rows.append(_row(target, input_std, where))
+    return NLCProfile(layers=tuple(rows), skipped=skipped, input_std=input_std, d_in=inputs.dim,
+                      n_samples=inputs.count, batch_size=batch_size, method=method,
+                      batch_coupled=coupled, n_probes=n_probes)
+
+
+def _accumulate(target: _Target, x, y, method, n_probes, coupled, generator, where) -> None:
+    if target.skipped is not None:
+        return
+    if y is None:
+        target.skipped = "not called by the forward pass"
+        return
+    if not y.requires_grad:
+        if target.name == OUTPUT:
+            raise invalid(where, "a model output that depends differentiably on its input",
+                          "an output with no gradient path to the input",
+                          "check for detach(), no_grad() or integer casts in forward()")
+        target.skipped = "no differentiable path from the input"
+        return
+    target.moments.update(y)
+    squared = (exact_squared_columns(x, y) if method == "exact"
+               else probe_squared_columns(x, y, n_probes, generator))
+    # squared[i]: ||u J||^2 restricted to sample i's input gradient (probe), or the squared
+    # Frobenius norm of J(X)'s input columns of sample i (exact); sums to ||.||^2 of the batch.
+    target.jacobian.extend(squared.sum().reshape(1) / len(squared) if coupled else squared)
+
+
+def _row(target: _Target, input_std: float, where: str) -> NLCLayer:
+    moments = target.moments
+    output_std = moments.std_quadratic_mean()
+    jac_sq = target.jacobian.mean()
+    jacobian_rms = math.sqrt(jac_sq)
+    if output_std == 0.0:
+        raise invalid(where, f"outputs of {target.name!r} that vary over the data",
+                      "a constant output (standard deviation 0)",
+                      "pass more diverse inputs, or check the model is not saturated/dead")
+    value = jacobian_rms * input_std / (math.sqrt(moments.dim) * output_std)
+    stderr = value * target.jacobian.stderr() / (2.0 * jac_sq) if jac_sq > 0 else math.nan
+    bias = moments.quadratic_mean() / output_std
+    return NLCLayer(name=target.name, nlc=value, stderr=stderr, jacobian_rms=jacobian_rms,
+                    output_std=output_std, output_bias=bias,
+                    high_bias=bias > HIGH_BIAS_THRESHOLD, d_out=moments.dim)

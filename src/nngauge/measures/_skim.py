@@ -1,0 +1,180 @@
+"""Skimming: replace a block of layers by its linearization (shrinkage paper section 4.2).
+
+When every input reaching a block of middle layers lies in a small region (their pairwise
+correlations close to 1), the block acts almost linearly on them and can be replaced by one
+affine map, its first-order Taylor expansion around the mean input m to the block:
+
+    g(h) ~ g(m) + J_g(m) (h - m).
+
+:func:`skim` builds that network (a copy: the given model is never changed) and reports how
+far its outputs move on the data, with the smallest correlation of the block's inputs, the
+quantity the paper uses to argue the block is redundant.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from nngauge._internal.data import collect
+from nngauge._internal.layers import preserved_state, select_output
+from nngauge._internal.probing import batch_coupled, prepare_inputs, run_model
+from nngauge.errors import invalid
+from nngauge.measures._correlations import cosine_matrix
+from nngauge.measures._result import MeasureResult
+
+
+class LinearizedBlock(nn.Module):
+    """The affine map h -> g(m) + J_g(m) (h - m) on flattened samples, reshaped back."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, out_shape: tuple[int, ...],
+                 names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.linear = nn.Linear(weight.shape[1], weight.shape[0], dtype=weight.dtype,
+                                device=weight.device)
+        with torch.no_grad():
+            self.linear.weight.copy_(weight)
+            self.linear.bias.copy_(bias)
+        self.out_shape = out_shape
+        self.names = names
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.linear(h.reshape(len(h), -1)).reshape(len(h), *self.out_shape)
+
+    def extra_repr(self) -> str:
+        return f"linearizes={list(self.names)}"
+
+
+@dataclass(frozen=True)
+class SkimResult(MeasureResult):
+    """A skimmed network and how much it differs from the original on the data.
+
+    Attributes:
+        model: the new network (the original is untouched); not in ``to_dict()``.
+        block: the replaced children's names.
+        deviation: relative output deviation sqrt(E||f_s(x) - f(x)||^2) / sqrt(E||f(x) - E f||^2).
+        absolute_deviation: sqrt(E ||f_s(x) - f(x)||^2).
+        min_input_correlation: the smallest pairwise correlation of the block's inputs.
+        parameters_removed: parameters of the block minus those of its linearization.
+    """
+
+    model: nn.Module = field(repr=False, compare=False)
+    block: tuple[str, ...]
+    deviation: float
+    absolute_deviation: float
+    min_input_correlation: float
+    parameters_removed: int
+
+
+def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = None) -> SkimResult:
+    """Replace the children ``start``..``end`` of an ``nn.Sequential`` by their linearization
+    around the mean input to the block (shrinkage paper section 4.2).
+
+    Args:
+        model: a module containing an ``nn.Sequential`` (the model itself or nested) whose
+            children ``start`` to ``end`` (inclusive) form the block.
+        start, end: module names as in ``model.named_modules()`` (e.g. ``"3"``, ``"body.7"``),
+            children of the same ``nn.Sequential``.
+        data: inputs (any supported form); all of them give the mean input and the deviation.
+        output: selector for models returning tuples or dicts.
+
+    Returns:
+        :class:`SkimResult`.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(3)])
+        >>> skim(net, "0", "1", torch.randn(20, 4)).deviation < 1e-5  # affine blocks are exact
+        True
+    """
+    where = "skim()"
+    parent, keys = _block(model, start, end, where)
+    block = nn.Sequential(*[parent[i] for i in keys])
+    if batch_coupled(block):
+        raise invalid(where, "a block that treats samples independently",
+                      "batchnorm in train mode inside the block",
+                      "call model.eval() first so batchnorm uses its running statistics")
+    inputs = collect(data, where=where).inputs
+    with preserved_state(model), torch.no_grad():
+        x = prepare_inputs(inputs, model, requires_grad=False)
+        captured = {}
+        handle = parent[keys[0]].register_forward_pre_hook(
+            lambda module, args: captured.setdefault("h", args[0]))
+        try:
+            original = select_output(run_model(model, x, where), output, where=where)
+        finally:
+            handle.remove()
+        h = captured["h"]
+        mean = h.mean(0, keepdim=True)
+        with torch.enable_grad():
+            jac = torch.autograd.functional.jacobian(block, mean)  # (1, *out, 1, *in)
+        out_at_mean = block(mean)
+        weight = jac.reshape(out_at_mean[0].numel(), mean[0].numel())
+        bias = out_at_mean.reshape(-1) - weight @ mean.reshape(-1)
+        names = tuple(f"{_prefix(model, parent)}{list(parent._modules)[i]}" for i in keys)
+        replacement = LinearizedBlock(weight, bias, tuple(out_at_mean.shape[1:]), names)
+        skimmed = copy.deepcopy(model)
+        _replace(skimmed, parent, model, keys, replacement)
+        new = select_output(run_model(skimmed, x, where), output, where=where)
+    diff = (new - original).reshape(len(x), -1).to(torch.float64)
+    spread = (original - original.mean(0)).reshape(len(x), -1).to(torch.float64)
+    absolute = math.sqrt(float(diff.pow(2).sum(1).mean()))
+    scale = math.sqrt(float(spread.pow(2).sum(1).mean()))
+    cos = cosine_matrix(h)
+    off = cos[~torch.eye(len(cos), dtype=torch.bool)]
+    removed = sum(p.numel() for p in block.parameters()) - sum(
+        p.numel() for p in replacement.parameters())
+    return SkimResult(model=skimmed, block=names,
+                      deviation=absolute / scale if scale > 0 else math.inf,
+                      absolute_deviation=absolute,
+                      min_input_correlation=float(off.min()) if off.numel() else 1.0,
+                      parameters_removed=removed)
+
+
+def _block(model: nn.Module, start: str, end: str, where: str):
+    modules = dict(model.named_modules())
+    for name in (start, end):
+        if name not in modules:
+            raise invalid(where, "start and end as names from model.named_modules()",
+                          repr(name), f"use names such as {[n for n in modules if n][:12]}")
+    parent_name, _, first = start.rpartition(".")
+    end_parent, _, last = end.rpartition(".")
+    parent = modules[parent_name] if parent_name else model
+    if parent_name != end_parent or not isinstance(parent, nn.Sequential):
+        raise invalid(where, "start and end children of the same nn.Sequential",
+                      f"{start!r} in {type(parent).__name__} {parent_name!r} and {end!r} in "
+                      f"{end_parent!r}", "pick two children of one nn.Sequential")
+    order = list(parent._modules)
+    i, j = order.index(first), order.index(last)
+    if j < i:
+        raise invalid(where, "start before end", f"start={start!r} after end={end!r}",
+                      "swap them")
+    return parent, list(range(i, j + 1))
+
+
+def _prefix(model: nn.Module, parent: nn.Module) -> str:
+    for name, module in model.named_modules():
+        if module is parent:
+            return f"{name}." if name else ""
+    return ""
+
+
+def _replace(skimmed: nn.Module, parent: nn.Module, model: nn.Module, keys, replacement) -> None:
+    """Swap the block for ``replacement`` inside the copy's matching Sequential."""
+    path = _prefix(model, parent).rstrip(".")
+    target = skimmed.get_submodule(path) if path else skimmed
+    kept = [m for i, m in enumerate(target) if i not in keys]
+    kept.insert(keys[0], replacement)
+    new = nn.Sequential(*kept)
+    if path:
+        holder, _, attr = path.rpartition(".")
+        setattr(skimmed.get_submodule(holder) if holder else skimmed, attr, new)
+    else:
+        target._modules.clear()
+        for index, module in enumerate(new):
+            target.add_module(str(index), module)

@@ -1,0 +1,310 @@
+"""Expressivity bounds of Raghu et al. (2017), "On the expressive power of deep neural networks".
+
+- :func:`hyperplane_regions` (Theorem 5): k hyperplanes cut R^m into at most
+  r(k, m) = sum_{i=0}^m C(k, i) regions, with equality in general position.
+- :func:`max_activation_patterns` (Theorem 1 and its proof): a network with n hidden layers of
+  width k on inputs in R^m has at most r(k, m)^n activation patterns with ReLU (one hyperplane
+  per neuron) and r(2k, m)^n with hard tanh (two, at pre-activation +-1): O(k^{mn}) and
+  O((2k)^{mn}).
+- :func:`trajectory_growth_bound` (Theorem 3 and appendix B): the expected length of the image
+  of a trajectory grows at least geometrically with depth in random ReLU and hard-tanh
+  networks with weights N(0, sigma_w^2 / k) and biases N(0, sigma_b^2).
+
+Counts are exact Python integers (they do not overflow); lengths are returned in log space.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+from scipy.special import erf, gammaln
+
+from nngauge.errors import invalid
+from nngauge.theory._validate import check_positive_int, check_std
+
+PiecewiseLinear = Literal["relu", "hard_tanh"]
+PBound = Literal["exact", "paper"]
+
+_HYPERPLANES_PER_NEURON = {"relu": 1, "hard_tanh": 2}
+
+
+def hyperplane_regions(k: int, m: int) -> int:
+    """Most regions k hyperplanes can cut R^m into: sum_{i=0}^{m} C(k, i) (Theorem 5).
+
+    Raghu et al. (2017), Theorem 5 (appendix): any arrangement of k affine hyperplanes
+    {x : alpha_i . x = beta_i} in R^m has r(k, m) <= sum_{i=0}^m C(k, i) regions (connected
+    components of the complement), with equality when the hyperplanes are in general position
+    (Zaslavsky). r(k, m) = 2^k when k <= m.
+
+    Args:
+        k: number of hyperplanes, >= 0.
+        m: dimension of the space, >= 0.
+
+    Returns:
+        The bound as an exact Python int.
+
+    Raises:
+        InvalidInputError: k or m is not a non-negative integer.
+
+    Example:
+        >>> from nngauge.theory import hyperplane_regions
+        >>> hyperplane_regions(3, 2)  # three lines in general position cut the plane into 7
+        7
+    """
+    where = "hyperplane_regions()"
+    k = check_positive_int(k, "k", where, minimum=0)
+    m = check_positive_int(m, "m", where, minimum=0)
+    return sum(math.comb(k, i) for i in range(min(k, m) + 1))
+
+
+@dataclass(frozen=True)
+class ActivationPatternBound:
+    """Theorem 1's upper bound on the number of activation patterns (= linear regions).
+
+    Attributes:
+        activation: ``"relu"`` or ``"hard_tanh"``.
+        widths: hidden-layer widths k_1..k_n.
+        input_dim: m.
+        per_layer: the bound after the first l hidden layers, l = 1..n:
+            prod_{j <= l} r(c k_j, m), c = 1 (relu) or 2 (hard_tanh). Exact ints.
+        bound: the bound for the whole network (``per_layer[-1]``).
+        asymptotic: the theorem's O-form without its constant, prod_j (c k_j)^m (k^{mn} or
+            (2k)^{mn} at equal widths). Not itself a bound: r(k, m) <= k^m only for k >= 2
+            hyperplanes (and k^m / m! dominates r(k, m) for large k).
+        log_bound: natural log of ``bound`` (a float even when ``bound`` has thousands of
+            digits).
+    """
+
+    activation: str
+    widths: tuple[int, ...]
+    input_dim: int
+    per_layer: tuple[int, ...]
+    bound: int
+    asymptotic: int
+    log_bound: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (ints stay exact)."""
+        return asdict(self)
+
+
+def max_activation_patterns(
+    width: int | Sequence[int],
+    depth: int,
+    input_dim: int,
+    *,
+    activation: PiecewiseLinear = "relu",
+) -> ActivationPatternBound:
+    """Upper bound on the activation patterns of a ReLU or hard-tanh network (Theorem 1).
+
+    Raghu et al. (2017), Theorem 1 and its proof (appendix): each neuron of the first hidden
+    layer defines one hyperplane in input space R^m (ReLU: w.x + b = 0) or two (hard tanh:
+    w.x + b = +-1), so the first layer cuts R^m into at most r(c k, m) regions
+    (:func:`hyperplane_regions`, c = 1 or 2). Inside each region the next layer's
+    pre-activations are affine in x, so its c k hyperplanes cut every region again into at most
+    r(c k, m) pieces. Over n layers: #patterns <= prod_l r(c k_l, m) = O(k^{mn}) for ReLU and
+    O((2k)^{mn}) for hard tanh. The bound holds for every choice of weights.
+
+    Args:
+        width: k, the width of every hidden layer, or a sequence of n widths.
+        depth: n, the number of hidden layers (the length of ``width`` when it is a sequence).
+        input_dim: m, the input dimension.
+        activation: ``"relu"`` (default) or ``"hard_tanh"``.
+
+    Returns:
+        An :class:`ActivationPatternBound` (exact ints, and the log of the bound).
+
+    Raises:
+        InvalidInputError: non-positive integers, an unknown activation, or a width sequence
+            whose length is not ``depth``.
+
+    Example:
+        >>> from nngauge.theory import max_activation_patterns
+        >>> max_activation_patterns(4, 2, 2).bound  # r(4, 2)^2 = 11^2
+        121
+    """
+    where = "max_activation_patterns()"
+    depth = check_positive_int(depth, "depth", where)
+    input_dim = check_positive_int(input_dim, "input_dim", where)
+    if activation not in _HYPERPLANES_PER_NEURON:
+        raise invalid(where, "activation in {'relu', 'hard_tanh'}", f"activation={activation!r}",
+                      "the bound is for piecewise-linear ReLU or hard-tanh networks")
+    widths = _widths(width, depth, where)
+    per_neuron = _HYPERPLANES_PER_NEURON[activation]
+    per_layer, total = [], 1
+    for k in widths:
+        total *= hyperplane_regions(per_neuron * k, input_dim)
+        per_layer.append(total)
+    return ActivationPatternBound(
+        activation=activation,
+        widths=widths,
+        input_dim=input_dim,
+        per_layer=tuple(per_layer),
+        bound=total,
+        asymptotic=math.prod((per_neuron * k) ** input_dim for k in widths),
+        log_bound=math.log(total),
+    )
+
+
+def _widths(width: int | Sequence[int], depth: int, where: str) -> tuple[int, ...]:
+    if isinstance(width, (int, np.integer)) and not isinstance(width, bool):
+        return (check_positive_int(width, "width", where),) * depth
+    try:
+        widths = tuple(width)
+    except TypeError:
+        raise invalid(where, "width as an int or a sequence of ints", f"{type(width).__name__}",
+                      "pass the hidden width k or a list of widths") from None
+    if len(widths) != depth:
+        raise invalid(where, f"{depth} widths (one per hidden layer)", f"{len(widths)} widths",
+                      "pass one width per hidden layer, or a single int")
+    return tuple(check_positive_int(k, "width", where) for k in widths)
+
+
+@dataclass(frozen=True)
+class TrajectoryGrowthBound:
+    """Theorem 3's bounds on trajectory-length growth per layer (log space).
+
+    With l(.) the arc length and c = ||dx_perp|| / ||dx|| (1 for circular arcs),
+
+        c * rate^d <= E[l(z^(d))] / l(x) ,   E[l(z^(d))] / l(x) <= upper_rate^d.
+
+    Attributes:
+        activation, width, depth, sigma_w, sigma_b, p_bound: the settings.
+        rate: the explicit per-layer lower factor (the proof's eq. (a) with the lower bound on
+            p; see :func:`trajectory_growth_bound`). At most 0 means the bound is vacuous.
+        asymptotic_rate: the base in Theorem 3's statement without its O constant:
+            sigma_w sqrt(k) / sqrt(k + 1) (ReLU) or
+            sigma_w sqrt(k) / sqrt(s^2 + k s), s = sqrt(sigma_w^2 + sigma_b^2) (hard tanh).
+        upper_rate: the per-layer upper factor sqrt(2) Gamma((k+1)/2) / Gamma(k/2) sigma_w /
+            sqrt(k) (appendix B, eq. (2): replace the activation by the identity).
+        log_lower: d log(rate) for d = 0..depth (-inf when rate <= 0), shape (depth + 1,).
+        log_asymptotic: d log(asymptotic_rate), shape (depth + 1,).
+        log_upper: d log(upper_rate), shape (depth + 1,).
+    """
+
+    activation: str
+    width: int
+    depth: int
+    sigma_w: float
+    sigma_b: float
+    p_bound: str
+    rate: float
+    asymptotic_rate: float
+    upper_rate: float
+    log_lower: np.ndarray
+    log_asymptotic: np.ndarray
+    log_upper: np.ndarray
+
+    @property
+    def lower(self) -> np.ndarray:
+        """rate^d for d = 0..depth (inf where it overflows float64; use ``log_lower``)."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_lower)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict with lists instead of arrays."""
+        return {key: (value.tolist() if isinstance(value, np.ndarray) else value)
+                for key, value in asdict(self).items()}
+
+
+def trajectory_growth_bound(
+    width: int,
+    depth: int,
+    *,
+    sigma_w: float = 1.0,
+    sigma_b: float = 0.0,
+    activation: PiecewiseLinear = "hard_tanh",
+    p_bound: PBound = "exact",
+) -> TrajectoryGrowthBound:
+    """Lower (and upper) bound on the growth of trajectory length with depth (Theorem 3).
+
+    Raghu et al. (2017), Theorem 3: for a random network with n hidden layers of width k,
+    weights N(0, sigma_w^2 / k) and biases N(0, sigma_b^2), and a one-dimensional trajectory
+    x(t) whose direction has a component perpendicular to x(t), the image z^(d)(t) after d
+    layers satisfies
+
+        E[l(z^(d))] >= O( sigma_w sqrt(k) / sqrt(k + 1) )^d l(x)                    (ReLU)
+        E[l(z^(d))] >= O( sigma_w sqrt(k) / sqrt(s^2 + k s) )^d l(x),  s^2 = sigma_w^2 +
+                                                                     sigma_b^2  (hard tanh).
+
+    The explicit constant comes from the proof (appendix B, eq. (a)): with p the probability
+    that a unit is in its linear regime, each layer multiplies E||dz_perp|| by at least
+
+        g(p) = sigma_w sqrt(k) / sqrt(2) * ( p / sqrt(1 + (k - 1) p) - p (1 - p)^(k - 1) ).
+
+    ``rate`` is min over p in [p_lo, 1] of g, bounded by g's increasing first term at p_lo minus
+    max_{p >= p_lo} p (1 - p)^(k - 1) (attained at max(p_lo, 1/k)):
+
+    - ReLU: pre-activations are symmetric, so p = 1/2 exactly for any bias, which gives the
+      paper's eq. (d): sigma_w sqrt(k) / sqrt(2) (1 / sqrt(2 (k + 1)) - 2^-k).
+    - hard tanh: Var h <= s^2 when ||z||^2 <= k (always after a hard-tanh layer; for the input
+      when ||x||^2 <= k), so p = P(|h| < 1) >= p_lo with ``p_bound="exact"`` (default):
+      p_lo = erf(1 / (s sqrt 2)) = P(|N(0, s^2)| < 1), valid for every s; or
+      ``p_bound="paper"``: p_lo = 1 / (s sqrt(2 pi)), the paper's eq. (b), valid for s >= 1,
+      which reproduces eq. (c). (Eq. (c) writes the subtracted term as sqrt(k) (1 - 1/s)^(k-1),
+      using the upper bound p <= 1/s; that step is not a valid upper bound on p (1 - p)^(k-1),
+      and the max above replaces it.)
+
+    Args:
+        width: k, the hidden width (and the input dimension the theorem assumes).
+        depth: number of hidden layers d >= 0; values are returned for 0..depth.
+        sigma_w: weight scale > 0 (weights have variance sigma_w^2 / k).
+        sigma_b: bias standard deviation >= 0.
+        activation: ``"hard_tanh"`` (default, the setting of the paper's figures) or
+            ``"relu"``.
+        p_bound: ``"exact"`` (default) or ``"paper"`` lower bound on p (hard tanh only).
+
+    Returns:
+        A :class:`TrajectoryGrowthBound` with per-layer values in log space.
+
+    Raises:
+        InvalidInputError: bad sizes or scales, an unknown option, or ``p_bound="paper"`` with
+            s < 1.
+
+    Example:
+        >>> from nngauge.theory import trajectory_growth_bound
+        >>> b = trajectory_growth_bound(32, 5, sigma_w=4.0, sigma_b=1.0)
+        >>> round(b.rate, 3), b.lower.shape
+        (1.16, (6,))
+    """
+    where = "trajectory_growth_bound()"
+    k = check_positive_int(width, "width", where)
+    depth = check_positive_int(depth, "depth", where, minimum=0)
+    sigma_w = check_std(sigma_w, "sigma_w", where, positive=True)
+    sigma_b = check_std(sigma_b, "sigma_b", where, positive=False)
+    if activation not in _HYPERPLANES_PER_NEURON:
+        raise invalid(where, "activation in {'relu', 'hard_tanh'}", f"activation={activation!r}",
+                      "Theorem 3 covers ReLU and hard-tanh networks")
+    if p_bound not in ("exact", "paper"):
+        raise invalid(where, "p_bound in {'exact', 'paper'}", f"p_bound={p_bound!r}",
+                      "use 'exact' (valid for all scales) or 'paper' (eq. (b), s >= 1)")
+    s = math.hypot(sigma_w, sigma_b)
+    if activation == "relu":
+        p_lo = 0.5
+        asymptotic = sigma_w * math.sqrt(k / (k + 1.0))
+    else:
+        if p_bound == "paper" and s < 1.0:
+            raise invalid(where, "sqrt(sigma_w^2 + sigma_b^2) >= 1 for p_bound='paper'",
+                          f"{s:.4g}", "use p_bound='exact', which holds at every scale")
+        p_lo = 1.0 / (s * math.sqrt(2 * math.pi)) if p_bound == "paper" else float(
+            erf(1.0 / (s * math.sqrt(2.0))))
+        asymptotic = sigma_w * math.sqrt(k) / math.sqrt(s * s + k * s)
+    p_star = p_lo if activation == "relu" else max(p_lo, 1.0 / k)  # relu: p = 1/2 exactly
+    rate = sigma_w * math.sqrt(k / 2.0) * (
+        p_lo / math.sqrt(1.0 + (k - 1) * p_lo) - p_star * (1.0 - p_star) ** (k - 1)
+    )
+    upper = math.sqrt(2.0) * math.exp(gammaln((k + 1) / 2.0) - gammaln(k / 2.0)) * sigma_w / (
+        math.sqrt(k))
+    layers = np.arange(depth + 1, dtype=np.float64)
+    log_rate = math.log(rate) if rate > 0 else -math.inf
+    with np.errstate(invalid="ignore"):
+        log_lower = np.where(layers == 0, 0.0, layers * log_rate)
+    return TrajectoryGrowthBound(
+        activation=activation, width=k, depth=depth, sigma_w=sigma_w, sigma_b=sigma_b,
+        p_bound=p_bound, rate=rate, asymptotic_rate=asymptotic, upper_rate=upper,
+        log_lower=log_lower, log_asymptotic=layers * math.log(asymptotic),
+        log_upper=layers * math.log(upper),
+    )

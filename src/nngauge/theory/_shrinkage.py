@@ -1,0 +1,179 @@
+"""The gradient-explosion / representation-shrinkage trade-off (shrinkage paper, Theorems 1, 2).
+
+For a wide LayerNorm MLP of L layers with activations phi_l (Theorem 1),
+
+    ||d z^(L) / d z^(0)||_op^2
+        >= (1 - rho_max)^2 / 8 * sum_l ||phi_l - bar phi_l||^2 / ||phi_l'||^2,
+
+and for the paper's ResNet with residual-branch std sigma_(l) (Theorem 2, as proved in A.2),
+
+    ||d z^(L) / d z^(0)||_op^2 >= (1 - rho_max)^2 / 8 * sum_l sigma_l^2 ||phi_l - bar phi_l||^2
+                                                        / (1 + sigma_l^2 ||phi_l'||^2).
+
+||f||^2 = E f(z)^2 (z ~ N(0, 1)) and bar phi = a_0 + a_1 x is the Hermite linearization
+(:func:`~nngauge.theory.linearization_error`). Closed forms are used where the activation and
+its derivative carry them; a layer whose activation jumps contributes 0 (||phi'|| = inf).
+The printed statement of Theorem 2 has ||phi_l||^2 in the denominator; the proof (the last
+step of appendix A.2, A <= (1 - rho) ||phi'||^2) gives ||phi_l'||^2, which is what is used here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from nngauge.activations import Activation
+from nngauge.errors import UnknownNameError, invalid
+from nngauge.theory._correlation import _has_jumps
+from nngauge.theory._gaussian import gaussian_covariance, resolve
+from nngauge.theory._nonlinearity import linearization_error
+from nngauge.theory._validate import as_float_array, check_positive_int
+
+ShrinkageArch = Literal["layernorm", "resnet"]
+
+
+@dataclass(frozen=True)
+class ShrinkageBound:
+    """One point on the trade-off curve ||J||_op^2 = (1 - rho_max)^2 / 8 * total.
+
+    Attributes:
+        arch: ``"layernorm"`` (Theorem 1) or ``"resnet"`` (Theorem 2).
+        terms: the per-layer terms of the sum, length L (0 for linear layers and for
+            activations with jumps, whose ||phi'|| is infinite).
+        rho_max: the maximal correlation: given, or (when a Jacobian budget was given) the
+            smallest value the theorem allows (below -1 means the budget does not constrain).
+        jacobian_norm_sq: ||J||_op^2: given as a budget, or (when rho_max was given) the
+            theorem's lower bound.
+        solved_for: ``"jacobian_norm_sq"`` or ``"rho_max"``: which of the two was computed.
+    """
+
+    arch: str
+    terms: tuple[float, ...]
+    rho_max: float
+    jacobian_norm_sq: float
+    solved_for: Literal["jacobian_norm_sq", "rho_max"]
+
+    @property
+    def total(self) -> float:
+        """The sum over layers in the theorem."""
+        return float(sum(self.terms))
+
+    @property
+    def depth(self) -> int:
+        """L, the number of layers."""
+        return len(self.terms)
+
+    @property
+    def one_minus_rho_max(self) -> float:
+        """1 - rho_max (the shrinkage margin; an upper bound when solved for)."""
+        return 1.0 - self.rho_max
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields and derived numbers as plain Python values."""
+        out = asdict(self)
+        out["terms"] = list(self.terms)
+        out.update(total=self.total, depth=self.depth, one_minus_rho_max=self.one_minus_rho_max)
+        return out
+
+
+def shrinkage_bound(
+    activations: Activation | str | Sequence[Activation | str],
+    depth: int | None = None,
+    *,
+    rho_max: float | None = None,
+    jacobian_norm_sq: float | None = None,
+    arch: ShrinkageArch = "layernorm",
+    residual_std: float | Sequence[float] = 1.0,
+) -> ShrinkageBound:
+    """Theorems 1 and 2 of the shrinkage paper: Jacobian norm vs maximal correlation.
+
+    Give exactly one of ``rho_max`` (get the lower bound on ||d z^(L)/d z^(0)||_op^2) or
+    ``jacobian_norm_sq`` (a budget for ||J||_op^2; get the largest 1 - rho_max it allows,
+    1 - rho_max <= sqrt(8 budget / total)). At critical initialization ||J||_op^2 = 1 (the
+    product of the slopes P_l'(1)), which gives eq. 4.1 (leaky ReLU) and eq. 4.2 (erf).
+
+    Args:
+        activations: one activation (repeated ``depth`` times) or one per layer.
+        depth: L, required with a single activation; must match a sequence when given.
+        rho_max: the maximal correlation max_l min_{x, x'} z^(l)(x).z^(l)(x') / N_l, in
+            [-1, 1].
+        jacobian_norm_sq: a budget for the squared (RMS-normalized) operator norm, > 0.
+        arch: ``"layernorm"`` (default, Theorem 1) or ``"resnet"`` (Theorem 2).
+        residual_std: ``"resnet"`` only: sigma_(l), the residual-branch weight std, one value
+            or one per layer.
+
+    Returns:
+        A :class:`ShrinkageBound`.
+
+    Raises:
+        InvalidInputError: neither or both of rho_max / jacobian_norm_sq, a depth mismatch,
+            rho_max outside [-1, 1], a non-positive budget, or a bound that is vacuous
+            because every layer is linear (total = 0) when solving for rho_max.
+        UnknownNameError: an unknown ``arch``.
+
+    Example:
+        >>> from nngauge.theory import shrinkage_bound
+        >>> b = shrinkage_bound("erf", 100, jacobian_norm_sq=1.0)  # eq. 4.2 at L = 100
+        >>> round(b.one_minus_rho_max, 4)
+        1.0652
+    """
+    where = "shrinkage_bound()"
+    if arch not in ("layernorm", "resnet"):
+        raise UnknownNameError(f"{where} expected arch in ['layernorm', 'resnet']; got "
+                               f"arch={arch!r}. Fix: pick one of the two.")
+    if (rho_max is None) == (jacobian_norm_sq is None):
+        raise invalid(where, "exactly one of rho_max, jacobian_norm_sq",
+                      f"rho_max={rho_max!r}, jacobian_norm_sq={jacobian_norm_sq!r}",
+                      "give rho_max to bound the Jacobian, or a Jacobian budget to bound rho_max")
+    acts = _layer_activations(activations, depth, where)
+    stds = as_float_array(residual_std, "residual_std", where)
+    if stds.ndim > 1 or stds.size not in (1, len(acts)) or np.any(stds < 0):
+        raise invalid(where, f"residual_std >= 0, one value or {len(acts)} (one per layer)",
+                      f"residual_std={residual_std!r}", "pass non-negative standard deviations")
+    stds = np.broadcast_to(stds.ravel(), (len(acts),))
+    terms = tuple(_layer_term(act, float(s), arch) for act, s in zip(acts, stds))
+    total = float(sum(terms))
+    if rho_max is not None:
+        rho = float(as_float_array(rho_max, "rho_max", where))
+        if not -1.0 <= rho <= 1.0:
+            raise invalid(where, "rho_max in [-1, 1]", f"rho_max={rho_max!r}",
+                          "pass a correlation (cosine similarity)")
+        return ShrinkageBound(arch, terms, rho, (1.0 - rho) ** 2 / 8.0 * total, "jacobian_norm_sq")
+    budget = float(as_float_array(jacobian_norm_sq, "jacobian_norm_sq", where))
+    if budget <= 0.0:
+        raise invalid(where, "jacobian_norm_sq > 0", f"jacobian_norm_sq={jacobian_norm_sq!r}",
+                      "pass the squared operator norm you can afford (1 at criticality)")
+    if total == 0.0:
+        raise invalid(where, "at least one nonlinear layer (a positive sum)", "total = 0",
+                      "every layer is linear: rho_max is not constrained by the Jacobian")
+    rho_bound = float(1.0 - np.sqrt(8.0 * budget / total))
+    return ShrinkageBound(arch, terms, rho_bound, budget, "rho_max")
+
+
+def _layer_term(act: Activation, residual_std: float, arch: str) -> float:
+    """One summand: ||phi - bar phi||^2 / ||phi'||^2, or Theorem 2's residual version."""
+    if _has_jumps(act):  # ||phi'|| is infinite: the layer adds nothing to the bound
+        return 0.0
+    error = float(linearization_error(act))
+    if error == 0.0:
+        return 0.0
+    slope_sq = float(gaussian_covariance(act.derivative_activation(), 1.0))
+    if arch == "layernorm":
+        return error / slope_sq
+    return residual_std**2 * error / (1.0 + residual_std**2 * slope_sq)
+
+
+def _layer_activations(activations, depth, where: str) -> list[Activation]:
+    if isinstance(activations, (str, Activation)):
+        if depth is None:
+            raise invalid(where, "depth with a single activation", "depth=None",
+                          "pass depth=L, or one activation per layer")
+        return [resolve(activations)] * check_positive_int(depth, "depth", where)
+    acts = [resolve(a) for a in activations]
+    if not acts or (depth is not None and depth != len(acts)):
+        raise invalid(where, "one activation per layer (depth matching their number)",
+                      f"{len(acts)} activations, depth={depth!r}",
+                      "pass a non-empty list and leave depth out")
+    return acts

@@ -1,0 +1,59 @@
+"""skim (shrinkage section 4.2): exact on affine blocks, Taylor accuracy, copies, errors."""
+
+import pytest
+import torch
+from torch import nn
+
+from nngauge import InvalidInputError
+from nngauge.measures import skim
+
+X = torch.randn(64, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def deep_tanh(gain=1.0):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        linear = nn.Linear(8, 8)
+        nn.init.normal_(linear.weight, std=gain / 8 ** 0.5)
+        layers += [linear, nn.Tanh()]
+    return nn.Sequential(*layers, nn.Linear(8, 2)).double()
+
+
+def test_affine_block_is_replaced_exactly():
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2)).double()
+    result = skim(model, "0", "1", X)
+    assert result.absolute_deviation < 1e-12
+    assert result.parameters_removed == 72
+    assert len(result.model) == 3 and len(model) == 4  # the original is untouched
+
+
+def test_linearization_is_the_first_order_taylor_expansion():
+    model = deep_tanh()
+    result = skim(model, "4", "7", X)
+    block = model[4:8]
+    hidden = model[:4](X).detach()
+    mean = hidden.mean(0, keepdim=True)
+    jac = torch.autograd.functional.jacobian(block, mean).reshape(8, 8)
+    expected = block(mean) + (hidden - mean) @ jac.T
+    got = result.model[4](hidden)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-10, atol=1e-12)
+
+
+def test_deviation_is_small_when_the_inputs_are_concentrated():
+    near = skim(deep_tanh(), "4", "7", 0.01 * X)
+    far = skim(deep_tanh(), "4", "7", 10 * X)
+    assert near.deviation < far.deviation
+    assert near.min_input_correlation > far.min_input_correlation
+
+
+def test_bad_blocks():
+    with pytest.raises(InvalidInputError, match="named_modules"):
+        skim(deep_tanh(), "4", "99", X)
+    with pytest.raises(InvalidInputError, match="start before end"):
+        skim(deep_tanh(), "7", "4", X)
+    bn = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)).double()
+    with pytest.raises(InvalidInputError, match="eval"):
+        skim(bn, "0", "1", X)
+    bn.eval()
+    assert skim(bn, "0", "1", X).absolute_deviation < 1e-10
