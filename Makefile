@@ -7,7 +7,7 @@ VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install install-test bench clean
+.PHONY: demo test install install-test browser bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,15 @@ install: $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PY) -m pip install --quiet -e ".[report]"
 
-install-test: $(PY)
+install-test: $(PY) browser
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
 	$(PY) -m pip install --quiet -e ".[test]"
+
+# The report's browser test needs a headless Chromium: Debian's package, installed when absent.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
 demo: install
 	$(VENV)/bin/nngauge theory relu --arch layernorm --plot nngauge-theory-relu.png

@@ -62,7 +62,7 @@ def main() -> None:
             per_sample(x).pow(2).sum()
 
     def batch_jacobians():
-        whole = torch.func.jacrev(model, chunk_size=250)
+        whole = torch.func.jacrev(model, chunk_size=25)
         for x in batches[: args.jacrev_batches]:
             whole(x).pow(2).sum()
 
