@@ -57,3 +57,22 @@ def test_bad_blocks():
         skim(bn, "0", "1", X)
     bn.eval()
     assert skim(bn, "0", "1", X).absolute_deviation < 1e-10
+
+
+def test_nngauge_mlp_skims_through_its_sequential_form():
+    """Shrinkage section 4.2: in a deep LayerNorm-ReLU MLP correlations shrink towards 1 with
+    depth, so a late block is closer to linear on the data than an early block of equal size."""
+    from nngauge.nn import mlp
+
+    net = mlp(8, 256, 30, 4, activation="relu", norm="layer", init="gaussian",
+              generator=torch.Generator().manual_seed(0)).double()
+    seq = net.to_sequential()
+    torch.testing.assert_close(seq(X), net(X), rtol=0, atol=0)
+    early = skim(seq, "3", "20", X)  # hidden layers 1-6 (linear, norm, act each)
+    late = skim(seq, "60", "77", X)  # hidden layers 20-25
+    assert late.min_input_correlation > early.min_input_correlation
+    assert late.deviation < early.deviation
+    with pytest.raises(InvalidInputError, match="to_sequential"):
+        skim(net, "layers.1.linear", "layers.3.act", X)
+    with pytest.raises(InvalidInputError, match="skip=None"):
+        mlp(8, 16, 5, 2, skip=0.5).to_sequential()

@@ -146,9 +146,11 @@ def _block(model: nn.Module, start: str, end: str, where: str):
     end_parent, _, last = end.rpartition(".")
     parent = modules[parent_name] if parent_name else model
     if parent_name != end_parent or not isinstance(parent, nn.Sequential):
+        fix = ("skim model.to_sequential(), the same network as an nn.Sequential"
+               if hasattr(model, "to_sequential") else "pick two children of one nn.Sequential")
         raise invalid(where, "start and end children of the same nn.Sequential",
                       f"{start!r} in {type(parent).__name__} {parent_name!r} and {end!r} in "
-                      f"{end_parent!r}", "pick two children of one nn.Sequential")
+                      f"{end_parent!r}", fix)
     order = list(parent._modules)
     i, j = order.index(first), order.index(last)
     if j < i:

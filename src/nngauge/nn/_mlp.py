@@ -106,6 +106,24 @@ class MLP(nn.Module):
                 x = block.act(x)
         return x
 
+    def to_sequential(self) -> nn.Sequential:
+        """The same function as an ``nn.Sequential`` of the same (shared) modules, in order
+        ``linear, norm, act`` per layer: what :func:`nngauge.skim` and other tools that work on
+        a chain of children need. Only for networks without skip connections.
+
+        Example:
+            >>> import torch
+            >>> net = mlp(4, 8, 3, 2, activation="tanh")
+            >>> x = torch.randn(5, 4)
+            >>> torch.equal(net.to_sequential()(x), net(x))
+            True
+        """
+        if self.config.skip is not None:
+            raise invalid("MLP.to_sequential()", "an MLP without skip connections",
+                          f"skip={self.config.skip}",
+                          "skip connections do not form a chain; build the MLP with skip=None")
+        return nn.Sequential(*[module for block in self.layers for module in block.children()])
+
 
 def mlp(
     d_in: int,
