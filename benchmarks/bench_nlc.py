@@ -70,6 +70,8 @@ def main() -> None:
     t_base = timed(baseline)
     t_nlc = timed(measure)
     scale = len(batches) / args.jacrev_batches
+    for param in model.parameters():  # Jacobians with respect to the inputs only, as nlc
+        param.requires_grad_(False)
     t_sample = timed(per_sample_jacobians) * scale
     t_batch = timed(batch_jacobians) * scale
     print(f"{len(batches)} batches of 250, depth 20, width 1000, d_in 810, threads "

@@ -26,12 +26,17 @@ from nngauge.errors import (
 )
 
 _MEASURES = (
-    "CorrelationResult", "GradientMetrics", "JacobianNormResult", "KernelConditioning",
-    "NLCProfile", "NLCResult", "RegionSize", "correlations", "error_preserving_perturbation",
-    "gradient_metrics", "jacobian_norm", "kernel_conditioning", "linear_region_diameter",
-    "nlc", "nlc_profile", "SkimResult", "skim",
+    "CapacityResult", "ConditionsResult", "CorrelationResult", "ExpectedSharpnessResult",
+    "GradientMetrics", "JacobianNormResult", "KernelConditioning", "MarginResult",
+    "NLCProfile", "NLCResult", "PACBayesResult", "RegionSize", "SharpnessResult", "SkimResult",
+    "capacity", "correlations", "error_preserving_perturbation", "expected_sharpness",
+    "fold_batchnorm", "gradient_metrics", "jacobian_norm", "kernel_conditioning",
+    "linear_region_diameter", "margin", "nlc", "nlc_profile", "pac_bayes", "path_norm",
+    "sharpness", "sharpness_conditions", "skim",
 )
-_LAZY = {name: "nngauge.measures" for name in _MEASURES}
+_TRAINING = ("Tracker", "fit", "lr_search")
+_LAZY = {**{name: "nngauge.measures" for name in _MEASURES},
+         **{name: "nngauge.training" for name in _TRAINING}}
 
 __all__ = [
     "ConvergenceError",
@@ -41,6 +46,7 @@ __all__ = [
     "UnknownNameError",
     "__version__",
     *_MEASURES,
+    *_TRAINING,
 ]
 
 

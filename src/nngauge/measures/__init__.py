@@ -1,10 +1,24 @@
 """Empirical measures on (model, data): one function per measure, torch, one module per family."""
 
+from nngauge.measures._conditions import ConditionLayer, ConditionsResult, sharpness_conditions
 from nngauge.measures._correlations import CorrelationLayer, CorrelationResult, correlations
+from nngauge.measures._fold import fold_batchnorm
 from nngauge.measures._gradients import GradientMetrics, gradient_metrics
 from nngauge.measures._jacobian import JacobianNormLayer, JacobianNormResult, jacobian_norm
 from nngauge.measures._kernels import KernelConditioning, KernelLayer, kernel_conditioning
+from nngauge.measures._margin import MarginResult, margin
 from nngauge.measures._nlc import NLCLayer, NLCProfile, NLCResult, nlc, nlc_profile
+from nngauge.measures._norms import CapacityMeasure, CapacityResult, LayerNorms, capacity, path_norm
+from nngauge.measures._sharpness import (
+    ExpectedSharpnessResult,
+    PACBayesPoint,
+    PACBayesResult,
+    SharpnessResult,
+    expected_sharpness,
+    pac_bayes,
+    pac_bayes_bound,
+    sharpness,
+)
 from nngauge.measures._skim import LinearizedBlock, SkimResult, skim
 from nngauge.measures._regions import (
     RegionSize,
@@ -13,26 +27,45 @@ from nngauge.measures._regions import (
 )
 
 __all__ = [
+    "CapacityMeasure",
+    "CapacityResult",
+    "ConditionLayer",
+    "ConditionsResult",
     "CorrelationLayer",
     "CorrelationResult",
+    "ExpectedSharpnessResult",
     "GradientMetrics",
     "JacobianNormLayer",
     "JacobianNormResult",
     "KernelConditioning",
     "KernelLayer",
+    "LayerNorms",
+    "LinearizedBlock",
+    "MarginResult",
     "NLCLayer",
     "NLCProfile",
     "NLCResult",
-    "LinearizedBlock",
+    "PACBayesPoint",
+    "PACBayesResult",
     "RegionSize",
+    "SharpnessResult",
     "SkimResult",
+    "capacity",
     "correlations",
     "error_preserving_perturbation",
+    "expected_sharpness",
+    "fold_batchnorm",
     "gradient_metrics",
     "jacobian_norm",
     "kernel_conditioning",
     "linear_region_diameter",
+    "margin",
     "nlc",
     "nlc_profile",
+    "pac_bayes",
+    "pac_bayes_bound",
+    "path_norm",
+    "sharpness",
+    "sharpness_conditions",
     "skim",
 ]

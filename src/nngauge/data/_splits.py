@@ -1,0 +1,75 @@
+"""The type every bundled data set returns, and random train/validation/test splits.
+
+NLC paper appendix D.2: waveform-noise's 5,000 points were split at random into 3,000 training,
+1,000 validation and 1,000 test points, i.e. ``fractions=(0.6, 0.2, 0.2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Sequence
+
+import torch
+
+from nngauge.errors import invalid
+
+
+class LabelledData(NamedTuple):
+    """Inputs of shape (n, d), float32, and integer labels of shape (n,), int64.
+
+    A NamedTuple, so it is the ``(inputs, labels)`` pair every measure accepts.
+    """
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+
+
+def as_labelled(data: Any, where: str) -> LabelledData:
+    """``data`` as :class:`LabelledData`: a pair ``(inputs, labels)`` of equal length."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise invalid(where, "an (inputs, labels) pair such as nngauge.data.waveform_noise(n)",
+                      type(data).__name__, "pass LabelledData or a tuple (inputs, labels)")
+    inputs, labels = (torch.as_tensor(v) for v in data)
+    if inputs.ndim < 1 or labels.shape[:1] != inputs.shape[:1]:
+        raise invalid(where, "inputs and labels with the same number of samples",
+                      f"shapes {tuple(inputs.shape)} and {tuple(labels.shape)}",
+                      "pair each input with one label")
+    return LabelledData(inputs, labels)
+
+
+def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
+          seed: int = 0) -> tuple[LabelledData, ...]:
+    """Split ``(inputs, labels)`` at random into parts of the given fractions.
+
+    Part sizes are ``round(n * cumsum(fractions))`` differences, so they add up to n exactly.
+
+    Args:
+        data: an ``(inputs, labels)`` pair, e.g. :func:`nngauge.data.waveform_noise`'s result.
+        fractions: positive fractions summing to 1; default (0.6, 0.2, 0.2), the NLC paper's
+            waveform-noise split (D.2): train, validation, test.
+        seed: seed of the random permutation.
+
+    Returns:
+        One :class:`LabelledData` per fraction, in order.
+
+    Example:
+        >>> from nngauge.data import split, waveform_noise
+        >>> train, val, test = split(waveform_noise(5000), (0.6, 0.2, 0.2), seed=0)
+        >>> len(train.labels), len(val.labels), len(test.labels)
+        (3000, 1000, 1000)
+    """
+    where = "split()"
+    data = as_labelled(data, where)
+    fractions = tuple(float(f) for f in fractions)
+    if not fractions or any(not math.isfinite(f) or f <= 0 for f in fractions) or \
+            abs(sum(fractions) - 1.0) > 1e-6:
+        raise invalid(where, "positive fractions summing to 1", f"fractions={fractions}",
+                      "pass e.g. fractions=(0.6, 0.2, 0.2)")
+    n = len(data.labels)
+    bounds = [round(n * sum(fractions[:i])) for i in range(len(fractions) + 1)]
+    if any(b1 <= b0 for b0, b1 in zip(bounds, bounds[1:])):
+        raise invalid(where, "at least one sample in every part", f"n={n} and {fractions}",
+                      "use more data or fewer, larger parts")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    return tuple(LabelledData(data.inputs[order[b0:b1]], data.labels[order[b0:b1]])
+                 for b0, b1 in zip(bounds, bounds[1:]))

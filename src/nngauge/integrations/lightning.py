@@ -1,0 +1,65 @@
+"""A Lightning callback that runs a :class:`nngauge.training.Tracker` after training steps.
+
+This module imports without Lightning; ``GaugeCallback`` is built on first access and raises
+:class:`nngauge.MissingDependencyError` naming ``pip install 'nngauge[lightning]'`` when
+Lightning is not installed.
+
+Example:
+    >>> from nngauge.integrations.lightning import GaugeCallback
+    >>> callback = GaugeCallback(every=10)
+    >>> callback.tracker.every
+    10
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["GaugeCallback"]
+
+
+def _build():
+    from nngauge.errors import require_extra
+
+    require_extra("lightning", "lightning", "nngauge.integrations.lightning.GaugeCallback")
+    from lightning.pytorch import Callback
+
+    from nngauge.training import Tracker
+
+    class GaugeCallback(Callback):
+        """Measure the LightningModule every ``every`` global steps on the training batch.
+
+        After each training batch, calls ``tracker.step(pl_module, batch,
+        step=trainer.global_step - 1)`` (the index of the optimizer step just taken; gradients
+        are still in ``.grad``). Rows are in ``callback.tracker.history``; with ``log=True``
+        they are also passed to ``pl_module.log_dict`` (to the trainer's logger).
+
+        Args:
+            tracker: a :class:`~nngauge.training.Tracker`; or build one from the keyword
+                arguments (``measures``, ``every``, ``sinks``, ``data``, ``seed``, ``options``).
+            log: also log the values through Lightning (default False).
+        """
+
+        def __init__(self, tracker: Any = None, *, log: bool = False, **tracker_options: Any):
+            super().__init__()
+            self.tracker = tracker if tracker is not None else Tracker(**tracker_options)
+            self.log = log
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            row = self.tracker.step(pl_module, batch, step=max(trainer.global_step - 1, 0))
+            if row is not None and self.log:
+                pl_module.log_dict({f"nngauge/{k}": v for k, v in row.items() if k != "step"},
+                                   on_step=True, on_epoch=False)
+
+        def on_train_end(self, trainer, pl_module) -> None:
+            self.tracker.close()
+
+    return GaugeCallback
+
+
+def __getattr__(name: str):
+    if name == "GaugeCallback":
+        value = _build()
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nngauge.integrations.lightning' has no attribute {name!r}")

@@ -1,0 +1,146 @@
+"""Classification margins and the epsilon-margin of a training set (generalization paper, 2.2).
+
+The margin of a labelled point (eq. 2) is f(x)[y] - max_{y' != y} f(x)[y']. Over a set of m
+points the paper uses the epsilon-margin: the lowest gamma such that ceil(eps m) points have a
+margin below it, in practice the 5th percentile (appendix A); eps = 0 is the hard margin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from nngauge._internal.data import as_batches
+from nngauge._internal.layers import preserved_state, select_output
+from nngauge._internal.probing import prepare_inputs, run_model
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+
+
+@dataclass(frozen=True)
+class MarginResult(MeasureResult):
+    """Margins of a network on labelled data.
+
+    Attributes:
+        margin: the epsilon-margin gamma: the k-th smallest margin, k = max(1, ceil(eps m)),
+            eps = percentile / 100 (percentile 0 gives the hard margin, the minimum).
+        percentile: the percentile asked for.
+        hard_margin: the minimum margin.
+        mean_margin: the mean margin.
+        train_error: fraction of points with margin <= 0 (misclassified or tied).
+        n_samples, n_classes: m and the number of outputs.
+        margins: every point's margin, shape (m,), in data order (float64).
+    """
+
+    margin: float
+    percentile: float
+    hard_margin: float
+    mean_margin: float
+    train_error: float
+    n_samples: int
+    n_classes: int
+    margins: np.ndarray = field(repr=False)
+
+
+def margin(
+    model: nn.Module,
+    data: Any,
+    labels: Any = None,
+    *,
+    percentile: float = 5,
+    output: Any = None,
+    batch_size: int = 1024,
+) -> MarginResult:
+    """The margins f(x)[y] - max_{y' != y} f(x)[y'] (eq. 2) and their epsilon-margin.
+
+    gamma_margin is the lowest value such that ceil(eps m) points have a smaller margin
+    (section 2.2), taken as the k-th smallest margin with k = max(1, ceil(eps m)) and
+    eps = percentile / 100; the paper reports the 5th percentile (appendix A). The model is
+    evaluated in eval mode (running batchnorm statistics, no dropout); its mode is restored.
+
+    Args:
+        model: a classifier mapping inputs (b, ...) to scores (b, n_classes), n_classes >= 2.
+        data: inputs (m, ...), or ``(inputs, labels)`` when ``labels`` is None, or a Dataset /
+            DataLoader yielding (inputs, labels).
+        labels: integer class labels (m,) in [0, n_classes); None to take them from ``data``.
+        percentile: eps in percent, in [0, 100); 0 is the hard margin.
+        output: selector when the model returns a tuple/dict.
+        batch_size: samples per forward pass.
+
+    Returns:
+        :class:`MarginResult`.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Linear(2, 3, bias=False)
+        >>> with torch.no_grad():
+        ...     _ = net.weight.copy_(torch.eye(3, 2))
+        >>> x = torch.tensor([[2.0, 0.5], [0.0, 1.0]])
+        >>> margin(net, x, torch.tensor([0, 1]), percentile=0).margins.tolist()
+        [1.5, 1.0]
+    """
+    where = "margin()"
+    scores, targets = class_scores(model, data, labels, output=output, batch_size=batch_size,
+                                   where=where)
+    if not 0 <= percentile < 100:
+        raise invalid(where, "percentile in [0, 100)", f"percentile={percentile!r}",
+                      "pass e.g. percentile=5 (the paper) or 0 (hard margin)")
+    values = margins_of(scores, targets)
+    return MarginResult(
+        margin=epsilon_margin(values, percentile), percentile=float(percentile),
+        hard_margin=float(values.min()), mean_margin=float(values.mean()),
+        train_error=float((values <= 0).mean()), n_samples=len(values),
+        n_classes=int(scores.shape[1]), margins=values,
+    )
+
+
+def margins_of(scores: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """Margins of scores (m, k) against integer labels (m,), as float64 numpy (m,)."""
+    scores = scores.to(torch.float64)
+    true = scores.gather(1, labels[:, None]).squeeze(1)
+    others = scores.scatter(1, labels[:, None], -math.inf)
+    return (true - others.max(dim=1).values).numpy()
+
+
+def epsilon_margin(margins: np.ndarray, percentile: float) -> float:
+    """The k-th smallest margin, k = max(1, ceil(percentile / 100 * m))."""
+    k = max(1, math.ceil(percentile / 100.0 * len(margins) - 1e-9))
+    return float(np.partition(margins, k - 1)[k - 1])
+
+
+def class_scores(model: nn.Module, data: Any, labels: Any, *, output: Any, batch_size: int,
+                 where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eval-mode scores (m, k) and validated integer labels (m,) of labelled data."""
+    if labels is not None:
+        data = (data, labels)
+    scores, targets = [], []
+    with preserved_state(model), torch.no_grad():
+        model.eval()
+        for batch in as_batches(data, batch_size=batch_size, where=where):
+            if batch.labels is None:
+                raise invalid(where, "labels (pass labels=..., or data=(inputs, labels))",
+                              "inputs without labels", "pass the class labels of the inputs")
+            x = prepare_inputs(batch.inputs, model, requires_grad=False)
+            scores.append(select_output(run_model(model, x, where), output, where=where))
+            targets.append(batch.labels)
+    scores = torch.cat(scores).detach().cpu()
+    targets = torch.cat(targets).cpu()
+    if scores.dim() != 2 or scores.shape[1] < 2:
+        raise invalid(where, "class scores of shape (m, n_classes) with n_classes >= 2",
+                      f"model outputs of shape {tuple(scores.shape)}",
+                      "margins need a classifier with one output per class (not a regressor)")
+    if targets.dim() != 1 or targets.dtype.is_floating_point or targets.dtype == torch.bool:
+        raise invalid(where, "integer class labels of shape (m,)",
+                      f"labels of dtype {targets.dtype} and shape {tuple(targets.shape)}",
+                      "pass class indices as a 1-D integer tensor (e.g. labels.long())")
+    k = scores.shape[1]
+    if bool((targets < 0).any()) or bool((targets >= k).any()):
+        raise invalid(where, f"labels in [0, {k - 1}] (the model has {k} outputs)",
+                      f"labels in [{int(targets.min())}, {int(targets.max())}]",
+                      "map labels to 0..n_classes-1 or give the model one output per class")
+    return scores, targets.long()

@@ -1,0 +1,474 @@
+"""Sharpness, expected sharpness and PAC-Bayes bi-criteria curves (generalization paper, 2.4).
+
+Keskar's sharpness (eq. 4), with L the empirical loss:
+
+    zeta_alpha(w) = (max_{|nu_i| <= alpha (|w_i| + 1)} L(w + nu) - L(w)) / (1 + L(w)),
+
+maximized by projected stochastic gradient ascent (appendix A: 2000 steps, mini-batches of 64,
+step 0.01, momentum 0.9, alpha = 5e-4). Expected sharpness (eq. 5) is E_nu[L(w + nu)] - L(w)
+for Gaussian nu; appendix A uses std sigma_i = alpha (10 |w_i| + 1), averaged over 1000
+perturbations, each on a mini-batch of 64. With prior N(0, diag sigma^2) and posterior
+N(w, diag sigma^2), KL = sum_i w_i^2 / (2 sigma_i^2) (eq. 6 and the sigma_i = alpha |w_i| + beta
+remark; appendix A's printed expression is twice this). The PAC-Bayes bound of eq. 5 is
+
+    E_nu[L_true(w + nu)] <= L(w) + expected sharpness + sqrt((KL + ln(2m / delta)) / m),
+
+m the number of training points (eq. 6 has ln(1 / delta) instead). All parameters (weights and
+biases) are perturbed; buffers (batchnorm statistics) are not. The model runs in eval mode and
+is never modified: perturbed parameters are passed with ``torch.func.functional_call``, and
+perturbations are evaluated in chunks with ``torch.func.vmap``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from nngauge._internal.data import collect
+from nngauge._internal.layers import preserved_state
+from nngauge._internal.probing import prepare_inputs
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+
+Noise = Literal["relative", "isotropic"]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+BoundForm = Literal["eq5", "eq6"]
+
+
+@dataclass(frozen=True)
+class SharpnessResult(MeasureResult):
+    """Keskar's sharpness zeta_alpha (eq. 4).
+
+    Attributes:
+        sharpness: zeta_alpha = (max_loss - loss) / (1 + loss).
+        difference: max_loss - loss (the right-hand approximation of eq. 4).
+        loss: L(w) on the whole data.
+        max_loss: L(w + nu*) on the whole data, nu* the perturbation found by ascent.
+        alpha: the box size factor.
+        max_box_ratio: max_i |nu*_i| / (alpha (|w_i| + 1)), <= 1 (the box is never left).
+        steps, lr, momentum, batch_size: the ascent settings.
+        n_samples: m, data points in L.
+        perturbation: nu* by parameter name (not in to_dict).
+    """
+
+    sharpness: float
+    difference: float
+    loss: float
+    max_loss: float
+    alpha: float
+    max_box_ratio: float
+    steps: int
+    lr: float
+    momentum: float
+    batch_size: int
+    n_samples: int
+    perturbation: dict = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ExpectedSharpnessResult(MeasureResult):
+    """Expected sharpness E_nu[L(w + nu)] - L(w) and the matching KL term (eq. 5-6).
+
+    Attributes:
+        expected_sharpness: mean over perturbations of L_B(w + nu) - L_B(w), each on its own
+            mini-batch B (the same batch for both terms).
+        stderr: standard error of that mean over perturbations.
+        expected_loss: mean of L_B(w + nu).
+        loss: mean of L_B(w) over the same mini-batches.
+        kl: sum_i w_i^2 / (2 sigma_i^2).
+        alpha: the noise scale; noise: "relative" (sigma_i = alpha (10 |w_i| + 1)) or
+            "isotropic" (sigma_i = sigma).
+        sigma: the isotropic std (None for relative noise).
+        n_samples, batch_size: perturbations and points per perturbation.
+        n_parameters: number of perturbed parameters.
+        perturbed_losses: L_B(w + nu) per perturbation, shape (n_samples,) (not in to_dict).
+    """
+
+    expected_sharpness: float
+    stderr: float
+    expected_loss: float
+    loss: float
+    kl: float
+    alpha: float
+    noise: str
+    sigma: Optional[float]
+    n_samples: int
+    batch_size: int
+    n_parameters: int
+    perturbed_losses: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PACBayesPoint:
+    """One point of the bi-criteria curve (Figure 2 middle/right) and its bound."""
+
+    alpha: float
+    kl: float
+    expected_sharpness: float
+    stderr: float
+    expected_loss: float
+    bound: float
+
+
+@dataclass(frozen=True)
+class PACBayesResult(MeasureResult):
+    """KL against expected sharpness over alpha, and the PAC-Bayes bound at each alpha.
+
+    Attributes:
+        layers: one :class:`PACBayesPoint` per alpha (named ``layers`` so ``to_frame()``
+            gives the curve as rows).
+        train_loss: L(w) on all m points.
+        best_bound, best_alpha: the smallest bound over the alphas and where.
+        m, delta, form, noise: settings (form "eq5": ln(2m/delta); "eq6": ln(1/delta)).
+    """
+
+    layers: tuple[PACBayesPoint, ...]
+    train_loss: float
+    best_bound: float
+    best_alpha: float
+    m: int
+    delta: float
+    form: str
+    noise: str
+
+    def plot(self, ax=None):
+        """KL (log scale) against expected sharpness, as Figure 2. Needs matplotlib."""
+        from nngauge.errors import require_extra
+
+        require_extra("matplotlib", "report", "PACBayesResult.plot()")
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.gca()
+        ax.plot([p.expected_sharpness for p in self.layers], [p.kl for p in self.layers], "o-")
+        ax.set_xlabel("expected sharpness")
+        ax.set_ylabel("KL")
+        ax.set_yscale("log")
+        return ax
+
+
+def pac_bayes_bound(train_loss: float, expected_sharpness: float, kl: float, m: int,
+                    delta: float = 0.05, *, form: BoundForm = "eq5") -> float:
+    """L(w) + expected sharpness + sqrt((KL + ln(2m/delta)) / m) (eq. 5; eq. 6: ln(1/delta)).
+
+    Example:
+        >>> round(pac_bayes_bound(0.0, 0.1, 50.0, 1000, 0.05), 4)
+        0.3462
+    """
+    log_term = math.log(2 * m / delta) if form == "eq5" else math.log(1 / delta)
+    return train_loss + expected_sharpness + math.sqrt((kl + log_term) / m)
+
+
+def sharpness(
+    model: nn.Module,
+    loss_fn: LossFn,
+    data: Any,
+    *,
+    alpha: float = 5e-4,
+    steps: int = 2000,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    batch_size: int = 64,
+    eval_batch_size: int = 1024,
+    generator: Optional[torch.Generator] = None,
+) -> SharpnessResult:
+    """Keskar's sharpness zeta_alpha (eq. 4) by projected stochastic gradient ascent.
+
+    Starting from nu = 0, ``steps`` SGD steps with momentum *ascend* the loss of w + nu on
+    random mini-batches; after each step nu is projected (clipped) into the box
+    |nu_i| <= alpha (|w_i| + 1). The final nu is scored on the whole data. Defaults are the
+    paper's appendix A settings.
+
+    Args:
+        model: the trained network; evaluated in eval mode, never modified.
+        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss (e.g. ``F.cross_entropy``).
+        data: ``(inputs, labels)`` (tensors/arrays), or a Dataset / DataLoader of pairs.
+        alpha: box size factor (paper: 5e-4).
+        steps, lr, momentum, batch_size: the ascent (paper: 2000, 0.01, 0.9, 64).
+        eval_batch_size: points per forward pass when scoring the whole data.
+        generator: for the mini-batch draws (deterministic).
+
+    Returns:
+        :class:`SharpnessResult`.
+
+    Example:
+        >>> import torch, torch.nn.functional as F
+        >>> net = torch.nn.Linear(3, 2)
+        >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
+        >>> r = sharpness(net, F.cross_entropy, (x, y), steps=20)
+        >>> r.max_loss >= r.loss and r.max_box_ratio <= 1.0
+        True
+    """
+    where = "sharpness()"
+    _check_positive(where, alpha=alpha, lr=lr)
+    _check_count(where, steps=steps, batch_size=batch_size)
+    if not 0 <= momentum < 1:
+        raise invalid(where, "momentum in [0, 1)", f"momentum={momentum!r}", "pass e.g. 0.9")
+    x, y = _labelled(model, data, where)
+    with preserved_state(model):
+        model.eval()
+        params = _parameters(model, where)
+        box = {n: alpha * (w.abs() + 1) for n, w in params.items()}
+        nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
+        optimizer = torch.optim.SGD(list(nu.values()), lr=lr, momentum=momentum, maximize=True)
+        m = len(y)
+        for _ in range(steps):
+            idx = torch.randint(m, (min(batch_size, m),), generator=generator)
+            shifted = {n: params[n] + nu[n] for n in params}
+            loss = _loss(model, loss_fn, shifted, x[idx], y[idx], where)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                for n in nu:
+                    nu[n].copy_(torch.maximum(torch.minimum(nu[n], box[n]), -box[n]))
+        final = {n: v.detach().clone() for n, v in nu.items()}
+        with torch.no_grad():
+            base = _full_loss(model, loss_fn, params, x, y, eval_batch_size, where)
+            top = _full_loss(model, loss_fn, {n: params[n] + final[n] for n in params}, x, y,
+                             eval_batch_size, where)
+    ratio = max(float((final[n].abs() / box[n]).max()) for n in final)
+    return SharpnessResult(
+        sharpness=(top - base) / (1 + base), difference=top - base, loss=base, max_loss=top,
+        alpha=float(alpha), max_box_ratio=ratio, steps=steps, lr=float(lr),
+        momentum=float(momentum), batch_size=batch_size, n_samples=m, perturbation=final)
+
+
+def expected_sharpness(
+    model: nn.Module,
+    loss_fn: LossFn,
+    data: Any,
+    *,
+    alpha: float,
+    n_samples: int = 1000,
+    batch_size: int = 64,
+    noise: Noise = "relative",
+    sigma: Optional[float] = None,
+    chunk_size: int = 100,
+    generator: Optional[torch.Generator] = None,
+) -> ExpectedSharpnessResult:
+    """Expected sharpness E_nu[L(w + nu)] - L(w) under Gaussian nu, and the KL term.
+
+    ``noise="relative"`` (default, appendix A): sigma_i = alpha (10 |w_i| + 1).
+    ``noise="isotropic"``: sigma_i = sigma (``sigma`` defaults to ``alpha``), as eq. 6.
+    Each perturbation is scored on its own mini-batch of ``batch_size`` points drawn without
+    replacement (all the data when ``batch_size`` >= m), against L(w) on the same batch.
+    Perturbations are evaluated ``chunk_size`` at a time by ``vmap`` over
+    ``functional_call``. Draw order (for reproducing): per chunk of c perturbations, for each
+    parameter in ``named_parameters()`` order, ``torch.randn((c, *shape), generator=...)``;
+    then, when batch_size < m, ``torch.rand((c, m), generator=...).argsort(1)[:, :batch_size]``.
+
+    Args:
+        model: the trained network; evaluated in eval mode, never modified.
+        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss; must work under ``vmap``
+            (torch's functional losses do).
+        data: ``(inputs, labels)`` or a Dataset / DataLoader of pairs.
+        alpha: noise scale (> 0).
+        n_samples: number of perturbations (paper: 1000).
+        batch_size: points per perturbation (paper: 64).
+        noise: "relative" or "isotropic".
+        sigma: isotropic standard deviation (default ``alpha``).
+        chunk_size: perturbations per vmapped evaluation (memory: chunk_size copies of the
+            parameters and activations).
+        generator: for the noise and the batches (deterministic).
+
+    Returns:
+        :class:`ExpectedSharpnessResult`.
+
+    Example:
+        >>> import torch, torch.nn.functional as F
+        >>> net = torch.nn.Linear(3, 2)
+        >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
+        >>> r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.01, n_samples=50)
+        >>> r.kl > 0 and r.n_parameters == 8
+        True
+    """
+    where = "expected_sharpness()"
+    _check_positive(where, alpha=alpha)
+    _check_count(where, n_samples=n_samples, batch_size=batch_size, chunk_size=chunk_size)
+    if noise not in ("relative", "isotropic"):
+        raise invalid(where, "noise 'relative' or 'isotropic'", repr(noise),
+                      "use 'relative' (appendix A) or 'isotropic' (eq. 6)")
+    if sigma is not None:
+        if noise != "isotropic":
+            raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
+                          "pass noise='isotropic' or drop sigma")
+        _check_positive(where, sigma=sigma)
+    x, y = _labelled(model, data, where)
+    with preserved_state(model):
+        model.eval()
+        params = _parameters(model, where)
+        stds = noise_std(params, alpha, noise=noise, sigma=sigma)
+        losses, base = _perturbed_losses(model, loss_fn, params, stds, x, y, n_samples=n_samples,
+                                         batch_size=batch_size, chunk_size=chunk_size,
+                                         generator=generator, where=where)
+    diff = losses - base
+    stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
+    return ExpectedSharpnessResult(
+        expected_sharpness=float(diff.mean()), stderr=stderr, expected_loss=float(losses.mean()),
+        loss=float(base.mean()), kl=gaussian_kl(params, stds), alpha=float(alpha), noise=noise,
+        sigma=(float(sigma if sigma is not None else alpha) if noise == "isotropic" else None),
+        n_samples=n_samples, batch_size=min(batch_size, len(y)),
+        n_parameters=sum(w.numel() for w in params.values()), perturbed_losses=losses)
+
+
+def pac_bayes(
+    model: nn.Module,
+    loss_fn: LossFn,
+    data: Any,
+    *,
+    alphas: Sequence[float],
+    delta: float = 0.05,
+    n_samples: int = 1000,
+    batch_size: int = 64,
+    noise: Noise = "relative",
+    form: BoundForm = "eq5",
+    chunk_size: int = 100,
+    eval_batch_size: int = 1024,
+    generator: Optional[torch.Generator] = None,
+) -> PACBayesResult:
+    """The bi-criteria curve (KL vs expected sharpness over alpha, Figure 2) and the bound.
+
+    For each alpha, :func:`expected_sharpness` with that alpha (isotropic noise: sigma =
+    alpha) and its KL; the bound of eq. 5 (``form="eq5"``, default) or eq. 6 (``"eq6"``) is
+    L(w) + expected sharpness + sqrt((KL + log term) / m), L(w) on all m points of ``data``.
+
+    Args:
+        alphas: the noise scales (> 0), one curve point each.
+        delta: confidence parameter in (0, 1).
+        Others: as :func:`expected_sharpness`.
+
+    Returns:
+        :class:`PACBayesResult`.
+
+    Example:
+        >>> import torch, torch.nn.functional as F
+        >>> net = torch.nn.Linear(3, 2)
+        >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
+        >>> r = pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.01, 0.1], n_samples=20)
+        >>> r.layers[0].kl > r.layers[1].kl
+        True
+    """
+    where = "pac_bayes()"
+    alphas = [float(a) for a in alphas] if isinstance(alphas, (list, tuple, np.ndarray)) else alphas
+    if not isinstance(alphas, list) or not alphas or not all(a > 0 for a in alphas):
+        raise invalid(where, "a non-empty list of alphas > 0", repr(alphas),
+                      "pass e.g. alphas=[1e-3, 3e-3, 1e-2]")
+    if not 0 < delta < 1:
+        raise invalid(where, "delta in (0, 1)", f"delta={delta!r}", "pass e.g. delta=0.05")
+    if form not in ("eq5", "eq6"):
+        raise invalid(where, "form 'eq5' or 'eq6'", repr(form), "use 'eq5' (default)")
+    x, y = _labelled(model, data, where)
+    with preserved_state(model), torch.no_grad():
+        model.eval()
+        train_loss = _full_loss(model, loss_fn, _parameters(model, where), x, y,
+                                eval_batch_size, where)
+    m = len(y)
+    points = []
+    for alpha in alphas:
+        r = expected_sharpness(model, loss_fn, (x, y), alpha=alpha, n_samples=n_samples,
+                               batch_size=batch_size, noise=noise, chunk_size=chunk_size,
+                               generator=generator)
+        points.append(PACBayesPoint(
+            alpha=alpha, kl=r.kl, expected_sharpness=r.expected_sharpness, stderr=r.stderr,
+            expected_loss=r.expected_loss,
+            bound=pac_bayes_bound(train_loss, r.expected_sharpness, r.kl, m, delta, form=form)))
+    best = min(points, key=lambda p: p.bound)
+    return PACBayesResult(layers=tuple(points), train_loss=train_loss, best_bound=best.bound,
+                          best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise)
+
+
+def noise_std(params: dict, alpha: float, *, noise: Noise = "relative",
+              sigma: Optional[float] = None) -> dict:
+    """Per-parameter perturbation std: alpha (10 |w| + 1) (relative) or sigma (isotropic)."""
+    if noise == "relative":
+        return {n: alpha * (10 * w.abs() + 1) for n, w in params.items()}
+    value = alpha if sigma is None else sigma
+    return {n: torch.full_like(w, value) for n, w in params.items()}
+
+
+def gaussian_kl(params: dict, stds: dict) -> float:
+    """KL(N(w, diag s^2) || N(0, diag s^2)) = sum_i w_i^2 / (2 s_i^2), in float64."""
+    return float(sum(((w.to(torch.float64) / stds[n].to(torch.float64)) ** 2).sum() / 2
+                     for n, w in params.items()))
+
+
+def _perturbed_losses(model, loss_fn, params, stds, x, y, *, n_samples, batch_size, chunk_size,
+                      generator, where) -> tuple[np.ndarray, np.ndarray]:
+    m = len(y)
+    full = batch_size >= m
+
+    def loss_at(theta, xb, yb):
+        return _loss(model, loss_fn, theta, xb, yb, where)
+
+
+    losses, bases = [], []
+    with torch.no_grad():
+        for start in range(0, n_samples, chunk_size):
+            c = min(chunk_size, n_samples - start)
+            # theta = w + std * z, formed in place in the noise buffers (no extra copies)
+            theta = {n: torch.randn((c, *w.shape), generator=generator, dtype=w.dtype)
+                     .to(w.device).mul_(stds[n]).add_(w) for n, w in params.items()}
+            if full:
+                losses.append(vmap(loss_at, in_dims=(0, None, None))(theta, x, y))
+                bases.append(loss_at(params, x, y).expand(c))
+                continue
+            idx = torch.rand((c, m), generator=generator).argsort(dim=1)[:, :batch_size]
+            xb, yb = x[idx.to(x.device)], y[idx.to(y.device)]
+            losses.append(vmap(loss_at)(theta, xb, yb))
+            bases.append(vmap(lambda a, b: loss_at(params, a, b))(xb, yb))
+    return (torch.cat(losses).double().cpu().numpy(), torch.cat(bases).double().cpu().numpy())
+
+
+def _loss(model, loss_fn, theta, x, y, where) -> torch.Tensor:
+    value = loss_fn(functional_call(model, theta, (x,)), y)
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise invalid(where, "loss_fn(outputs, labels) returning a scalar tensor",
+                      f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}",
+                      "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
+    return value.reshape(())
+
+
+def _full_loss(model, loss_fn, params, x, y, batch_size, where) -> float:
+    total = 0.0
+    for start in range(0, len(y), batch_size):
+        xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+        total += float(_loss(model, loss_fn, params, xb, yb, where)) * len(yb)
+    return total / len(y)
+
+
+def _parameters(model: nn.Module, where: str) -> dict:
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    if not params:
+        raise invalid(where, "a model with parameters", "a model without parameters",
+                      "sharpness perturbs parameters; pass a trainable network")
+    return params
+
+
+def _labelled(model: nn.Module, data: Any, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    batch = collect(data, where=where)
+    if batch.labels is None:
+        raise invalid(where, "labelled data: (inputs, labels) or a Dataset of pairs",
+                      "inputs without labels", "pass data=(inputs, labels)")
+    x = prepare_inputs(batch.inputs, model, requires_grad=False)
+    return x, batch.labels.to(x.device)
+
+
+def _check_positive(where: str, **values: float) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                value > 0 and math.isfinite(value)):
+            raise invalid(where, f"{name} > 0 (finite)", f"{name}={value!r}",
+                          f"pass a positive {name}")
+
+
+def _check_count(where: str, **values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
+                          f"pass a positive integer {name}")

@@ -1,0 +1,72 @@
+"""GaugeCallback: a Tracker inside a lightning.Trainer; the module imports without Lightning."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import nngauge
+from nngauge.data import waveform_noise
+from nngauge.nn import mlp
+
+
+def test_module_imports_without_lightning_and_names_the_extra_on_use():
+    # a fresh interpreter where importing lightning fails
+    code = (
+        "import sys; sys.modules['lightning'] = None\n"
+        "import nngauge.integrations.lightning as m\n"
+        "from nngauge.errors import MissingDependencyError\n"
+        "try:\n    m.GaugeCallback\nexcept MissingDependencyError as e:\n"
+        "    assert \"nngauge[lightning]\" in str(e); print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.slow
+def test_two_epoch_trainer_records_the_measures(tmp_path):
+    import lightning
+    from nngauge.integrations.lightning import GaugeCallback
+
+    class Module(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = mlp(40, 16, 2, 3, generator=torch.Generator().manual_seed(0))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.cross_entropy(self(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = waveform_noise(80, seed=0)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data), batch_size=20)
+    callback = GaugeCallback(every=2, seed=3)
+    snapshots = {}
+
+    class Snapshot(lightning.Callback):  # the weights and batch each measured step saw
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            snapshots[trainer.global_step - 1] = (
+                {k: v.clone() for k, v in pl_module.state_dict().items()}, batch)
+
+    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, callbacks=[callback, Snapshot()],
+                                default_root_dir=tmp_path)
+    module = Module()
+    trainer.fit(module, loader)
+    history = callback.tracker.history
+    assert history["step"].tolist() == [0, 2, 4, 6]  # 4 steps per epoch, 2 epochs
+    assert {"nlc", "weight_norm", "grad_norm"} <= set(history.columns)
+    for _, row in history.iterrows():
+        state, batch = snapshots[int(row["step"])]
+        module.load_state_dict(state)
+        expected = nngauge.nlc(module, batch, batch_size=20,
+                               generator=torch.Generator().manual_seed(3 + int(row["step"])))
+        assert row["nlc"] == pytest.approx(expected.nlc, rel=1e-6)

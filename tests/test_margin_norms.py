@@ -1,0 +1,264 @@
+"""margin, path_norm and capacity: hand-built cases, brute-force path enumeration, rescaling."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from nngauge.errors import NNGaugeError
+from nngauge.measures._margin import margin
+from nngauge.measures._norms import capacity, path_norm
+from nngauge.nn import mlp
+
+
+def _net(widths, gen, bias=True):
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(nn.Linear(widths[i], widths[i + 1], bias=bias).double())
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    net = nn.Sequential(*layers)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return net
+
+
+def _brute_path_sum(net, p, bias):
+    """sum over enumerated paths of prod |w|^p (paths from inputs, and from biases)."""
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    ws = [m.weight.detach().numpy() for m in linears]
+    bs = [m.bias.detach().numpy() if m.bias is not None else None for m in linears]
+    widths = [ws[0].shape[1]] + [w.shape[0] for w in ws]
+    total = 0.0
+    starts = [(0, None)] + ([(layer, b) for layer, b in enumerate(bs, 1) if b is not None]
+                            if bias else [])
+    for start, b in starts:
+        # a path starting at layer `start`: from an input unit (start 0) or from the bias of
+        # unit j_start in layer `start`, then through layers start+1..d
+        for units in itertools.product(*[range(h) for h in widths[start:]]):
+            prod = 1.0 if b is None else abs(b[units[0]]) ** p
+            for offset, (j_prev, j) in enumerate(zip(units[:-1], units[1:])):
+                prod *= abs(ws[start + offset][j, j_prev]) ** p
+            total += prod
+    return total
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 0.5])
+@pytest.mark.parametrize("bias", [True, False])
+def test_path_norm_equals_enumeration(p, bias):
+    net = _net([3, 4, 3, 2], torch.Generator().manual_seed(0))
+    expected = _brute_path_sum(net, p, bias) ** (1 / p)
+    assert path_norm(net, p, bias=bias) == pytest.approx(expected, rel=1e-12)
+
+
+def test_path_norm_conv_equals_unrolled_dense():
+    """A conv layer is a dense layer with shared weights: path norms of the unrolled net agree."""
+    gen = torch.Generator().manual_seed(1)
+    conv = nn.Conv1d(2, 3, 3, stride=2, padding=1).double()
+    head = nn.Linear(3 * 3, 2).double()
+    with torch.no_grad():
+        for prm in list(conv.parameters()) + list(head.parameters()):
+            prm.copy_(torch.randn(prm.shape, generator=gen, dtype=prm.dtype))
+    net = nn.Sequential(conv, nn.ReLU(), nn.Flatten(), head)
+    dense_w = torch.func.jacrev(lambda x: torch.nn.functional.conv1d(
+        x[None], conv.weight, None, stride=2, padding=1).flatten())(torch.zeros(2, 5, dtype=torch.float64))
+    dense = nn.Linear(10, 9).double()
+    with torch.no_grad():
+        dense.weight.copy_(dense_w.reshape(9, 10))
+        dense.bias.copy_(conv.bias.repeat_interleave(3))
+    unrolled = nn.Sequential(dense, nn.ReLU(), head)
+    x = torch.randn(4, 2, 5, generator=gen, dtype=torch.float64)
+    assert torch.allclose(unrolled(x.flatten(1)), net(x))
+    for p in (1, 2):
+        assert path_norm(net, p, input_shape=(2, 5)) == pytest.approx(
+            _brute_path_sum(unrolled, p, True) ** (1 / p), rel=1e-12)
+    with pytest.raises(NNGaugeError, match="input_shape"):
+        path_norm(net, 2)
+
+
+def test_margin_by_hand():
+    scores = torch.tensor([[3.0, 1.0, 0.0], [0.0, 2.0, 2.5], [1.0, 1.0, 4.0], [0.0, 5.0, 2.0]])
+    net = nn.Identity()
+    labels = torch.tensor([0, 1, 2, 1])
+    # margins: 3-1 = 2, 2-2.5 = -0.5, 4-1 = 3, 5-2 = 3
+    result = margin(net, scores, labels, percentile=30)  # k = ceil(0.3 * 4) = 2
+    assert result.margins.tolist() == [2.0, -0.5, 3.0, 3.0]
+    assert result.margin == 2.0 and result.hard_margin == -0.5
+    assert margin(net, scores, labels, percentile=0).margin == -0.5
+    assert margin(net, (scores, labels), percentile=50).margin == 2.0  # k = 2
+    assert result.train_error == 0.25 and result.n_classes == 3
+
+
+def _rescaled(net, unit, c):
+    """Multiply a hidden unit's incoming weights (and bias) by c, outgoing by 1/c."""
+    out = _net([3, 4, 3, 2], torch.Generator())
+    out.load_state_dict(net.state_dict())
+    with torch.no_grad():
+        out[0].weight[unit] *= c
+        out[0].bias[unit] *= c
+        out[2].weight[:, unit] /= c
+    return out
+
+
+def test_node_rescaling_invariance():
+    gen = torch.Generator().manual_seed(2)
+    net = _net([3, 4, 3, 2], gen)
+    scaled = _rescaled(net, unit=1, c=7.0)
+    x = torch.randn(30, 3, generator=gen, dtype=torch.float64)
+    y = net(x).argmax(1)
+    assert torch.allclose(net(x), scaled(x), atol=1e-12)
+    for p in (1, 2, 3):
+        assert path_norm(scaled, p) == pytest.approx(path_norm(net, p), rel=1e-12)
+    assert np.allclose(margin(net, x, y).margins, margin(scaled, x, y).margins)
+    a, b = capacity(net, x, y), capacity(scaled, x, y)
+    assert a.margin > 0
+    assert a.l1_path == pytest.approx(b.l1_path, rel=1e-10)
+    assert a.l2_path == pytest.approx(b.l2_path, rel=1e-10)
+    assert a.l2 != pytest.approx(b.l2, rel=1e-3)  # the Frobenius product is not invariant
+
+
+def test_capacity_formulas():
+    gen = torch.Generator().manual_seed(3)
+    net = _net([4, 5, 3], gen, bias=False)
+    x = torch.randn(40, 4, generator=gen, dtype=torch.float64)
+    y = net(x).argmax(1)
+    res = capacity(net, x, y, margin_percentile=10, bias=False)
+    gamma = res.margin
+    ws = [net[0].weight.detach().numpy(), net[2].weight.detach().numpy()]
+    scores = net(x).detach().numpy()
+    other = np.where(np.eye(3)[y.numpy()] > 0, -np.inf, scores).max(1)
+    marg = np.sort(scores[np.arange(40), y.numpy()] - other)
+    assert gamma == pytest.approx(marg[math.ceil(0.1 * 40) - 1])
+    fro = [np.linalg.norm(w) for w in ws]
+    spec = [np.linalg.svd(w, compute_uv=False)[0] for w in ws]
+    l1 = _brute_path_sum(net, 1, False)
+    l2sq = _brute_path_sum(net, 2, False)
+    assert res.l2 == pytest.approx(np.prod([4 * f**2 for f in fro]) / gamma**2, rel=1e-10)
+    assert res["l2"].plain == pytest.approx(np.prod([f**2 for f in fro]) / gamma**2, rel=1e-10)
+    assert res.l1_path == pytest.approx(16 * l1**2 / gamma**2, rel=1e-10)
+    assert res.l2_path == pytest.approx((4 * 5) * (4 * 3) * l2sq / gamma**2, rel=1e-10)
+    assert res["l2_path"].plain == pytest.approx(l2sq / gamma**2, rel=1e-10)
+    assert res.spectral == pytest.approx(5 * 3 * spec[0]**2 * spec[1]**2 / gamma**2, rel=1e-10)
+    assert res["spectral"].log10_capacity == pytest.approx(math.log10(res.spectral))
+    assert res.lipschitz_l2 == pytest.approx(spec[0] * spec[1])
+    l1inf = [np.abs(w).sum(1).max() for w in ws]
+    assert res.lipschitz_linf == pytest.approx(l1inf[0] * l1inf[1])
+    assert res.log10_lipschitz_capacity_l2 == pytest.approx(4 * math.log10(spec[0] * spec[1] / gamma))
+    row = res.layers[0]
+    assert (row.units, row.fan_in) == (5, 4)
+    assert row.l2_inf == pytest.approx(np.linalg.norm(ws[0], axis=1).max())
+    assert row.l1_inf == pytest.approx(l1inf[0])
+    # the (spectral) l2 Lipschitz bound really bounds the network's input gradient norms
+    jac = torch.func.vmap(torch.func.jacrev(net))(x)
+    assert float(torch.linalg.matrix_norm(jac.detach(), ord=2).max()) <= res.lipschitz_l2 + 1e-9
+    assert len(res.to_frame()) == 2 and res.to_dict()["measures"][0]["name"] == "l2"
+
+
+def test_capacity_batchnorm_model_folds_first():
+    gen = torch.Generator().manual_seed(4)
+    net = mlp(4, 8, 3, 3, norm="batch", generator=gen, dtype=torch.float64)
+    net(torch.randn(64, 4, generator=gen, dtype=torch.float64) + 0.5)
+    net.eval()
+    x = torch.randn(30, 4, generator=gen, dtype=torch.float64)
+    y = net(x).argmax(1)
+    from nngauge.measures._fold import fold_batchnorm
+
+    a, b = capacity(net, x, y), capacity(fold_batchnorm(net), x, y)
+    assert a.l2 == pytest.approx(b.l2) and a.l1_path_norm == pytest.approx(b.l1_path_norm)
+    assert isinstance(net.layers[0].norm, nn.BatchNorm1d)
+
+
+def test_capacity_non_positive_margin_is_nan():
+    gen = torch.Generator().manual_seed(5)
+    net = _net([3, 4, 2], gen)
+    x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
+    y = 1 - net(x).argmax(1)  # every point misclassified
+    res = capacity(net, x, y)
+    assert res.margin < 0 and math.isnan(res.l2)
+
+
+def test_bad_input():
+    gen = torch.Generator().manual_seed(6)
+    net = _net([3, 4, 2], gen)
+    x = torch.randn(10, 3, dtype=torch.float64)
+    with pytest.raises(NNGaugeError, match=r"expected labels in \[0, 1\].*got.*Fix"):
+        margin(net, x, torch.full((10,), 2))
+    with pytest.raises(NNGaugeError, match="n_classes >= 2.*not a regressor"):
+        margin(_net([3, 4, 1], gen), x, torch.zeros(10, dtype=torch.long))
+    with pytest.raises(NNGaugeError, match="empty data"):
+        margin(net, torch.zeros(0, 3, dtype=torch.float64), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(NNGaugeError, match="integer class labels"):
+        margin(net, x, torch.zeros(10))
+    with pytest.raises(NNGaugeError, match="labels"):
+        margin(net, x)
+    with pytest.raises(NNGaugeError, match="percentile"):
+        margin(net, x, torch.zeros(10, dtype=torch.long), percentile=100)
+    with pytest.raises(NNGaugeError, match="p > 0"):
+        path_norm(net, 0)
+    with pytest.raises(NNGaugeError, match="MaxPool"):
+        path_norm(nn.Sequential(nn.Conv1d(1, 1, 2), nn.MaxPool1d(2)), 1, input_shape=(1, 4))
+    with pytest.raises(NNGaugeError, match="skip"):
+        path_norm(mlp(3, 4, 3, 2, skip=1.0), 2)
+    with pytest.raises(NNGaugeError, match="Tanh"):
+        path_norm(nn.Sequential(nn.Linear(2, 2), nn.Tanh()), 2)
+
+
+def test_random_labels_and_confusion_set():
+    from nngauge.data._labels import confusion_set, random_labels
+
+    y = torch.arange(100) % 5
+    new = random_labels(y, 0.3, generator=torch.Generator().manual_seed(0))
+    assert new.dtype == y.dtype and torch.equal(y, torch.arange(100) % 5)  # input untouched
+    assert 0 < int((new != y).sum()) <= 30 and int(new.max()) < 5
+    same = random_labels(y, 0.3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(new, same)
+    assert torch.equal(random_labels(y, 0.0), y)
+    arr = random_labels(y.numpy(), 1.0, n_classes=7, generator=torch.Generator().manual_seed(1))
+    assert isinstance(arr, np.ndarray) and arr.max() < 7
+    x = torch.randn(100, 3)
+    s = confusion_set(x, y, n_train=60, n_confusion=30, generator=torch.Generator().manual_seed(2))
+    assert s.inputs.shape == (90, 3) and int(s.is_confusion.sum()) == 30
+    rows = {tuple(r.tolist()) for r in s.train_inputs}
+    assert not rows & {tuple(r.tolist()) for r in s.confusion_inputs}  # disjoint
+    assert torch.equal(s.labels[:60], s.train_labels)
+    index = {tuple(r.tolist()): i for i, r in enumerate(x)}
+    assert all(int(y[index[tuple(r.tolist())]]) == int(t) for r, t in zip(s.train_inputs, s.train_labels))
+    with pytest.raises(NNGaugeError, match="fraction"):
+        random_labels(y, 1.5)
+    with pytest.raises(NNGaugeError, match="integer labels"):
+        random_labels(y.float(), 0.5)
+    with pytest.raises(NNGaugeError, match="n_train"):
+        confusion_set(x, y, n_train=90, n_confusion=20)
+
+
+@pytest.mark.slow
+def test_random_labels_need_more_capacity():
+    """Figure 1: a network fitting random labels has higher norm/margin capacity than one
+    fitting the true labels (same data, architecture and training)."""
+    from nngauge.data import digits
+    from nngauge.data._labels import random_labels
+
+    data = digits()
+    x = data.inputs[:300] / 16.0
+    y_true = data.labels[:300]
+    y_rand = random_labels(y_true, 1.0, generator=torch.Generator().manual_seed(0))
+    results = {}
+    for name, y in (("true", y_true), ("random", y_rand)):
+        torch.manual_seed(0)
+        net = mlp(64, 256, 2, 10, generator=torch.Generator().manual_seed(1))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(1500):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            if loss.item() < 1e-3:
+                break
+        assert (net(x).argmax(1) == y).all()
+        results[name] = capacity(net, x, y)
+    for key in ("l2", "l1_path", "l2_path", "spectral"):
+        assert results["random"][key].plain > results["true"][key].plain
