@@ -27,7 +27,7 @@ browser:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
 demo: install
-	$(VENV)/bin/nngauge theory relu --arch layernorm --plot nngauge-theory-relu.png
+	$(VENV)/bin/nngauge report mlp:depth=10,width=100,activation=relu,norm=batch --data waveform --out nngauge-report.html
 
 test: install-test
 	$(PY) -m pytest -q

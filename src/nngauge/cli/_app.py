@@ -7,6 +7,9 @@ from typing import Optional
 import typer
 
 from nngauge._version import __version__
+from nngauge.cli._report import report
+from nngauge.cli._reproduce import reproduce
+from nngauge.cli._study import study_app
 from nngauge.cli._theory import theory
 from nngauge.errors import NNGaugeError
 
@@ -18,6 +21,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command(name="theory")(theory)
+app.command(name="report")(report)
+app.command(name="reproduce")(reproduce)
+app.add_typer(study_app, name="study")
 
 
 def _print_version(value: bool) -> None:

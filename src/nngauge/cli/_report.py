@@ -1,0 +1,84 @@
+"""``nngauge report MODEL --data DATA --out report.html``: one page of verdicts and plots."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+MODEL_HELP = ("path/to/file.py:function (returns an nn.Module), a saved TorchScript / "
+              "torch.export (.pt2) / pickled module (.pt, with --trust-pickle), or a built-in "
+              "such as mlp:depth=20,width=100,activation=relu,norm=batch.")
+DATA_HELP = ("waveform, digits, gaussian:d=100[,n=1000], or a .npz / .pt file of inputs "
+             "(and labels).")
+
+
+def report(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    data: str = typer.Option(..., "--data", help=DATA_HELP),
+    out: Path = typer.Option(Path("report.html"), "--out", help="Where to write the HTML page."),
+    json_out: Optional[Path] = typer.Option(None, "--json",
+                                            help="Also write every number as JSON."),
+    seed: int = typer.Option(0, "--seed",
+                             help="Seed of the data, the built-in model and the measures."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=2,
+                                             help="NLC batch size (default 250)."),
+    n_batches: Optional[int] = typer.Option(None, "--n-batches", min=1,
+                                            help="NLC batches (default: one pass over the data)."),
+    samples: Optional[int] = typer.Option(None, "--samples", min=2,
+                                          help="Samples of the data to use (default: generated "
+                                          "sets 1000, files all)."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer samples and iterations: seconds."),
+    trust_pickle: bool = typer.Option(False, "--trust-pickle",
+                                      help="Allow loading a pickled nn.Module (runs code from "
+                                      "the file: only for files you trust)."),
+) -> None:
+    """Measure a model at initialization and judge it against the papers, in one HTML page."""
+    from nngauge._internal.sources import load_data, load_model
+    from nngauge.report import SECTION_BUILDERS, build_report
+
+    source = load_data(data, seed=seed, n=samples)
+    module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed)
+    with _progress(len(SECTION_BUILDERS)) as step:
+        result = build_report(module, source.as_pair(), seed=seed, batch_size=batch_size,
+                              n_batches=n_batches, quick=quick, model_name=model,
+                              data_name=data, progress=step)
+    result.save(out)
+    if json_out is not None:
+        json_out.write_text(result.to_json(), encoding="utf-8")
+    counts = {s: sum(v.status == s for v in result.verdicts) for s in ("ok", "warn", "bad")}
+    typer.echo(f"{result.status}: {counts['ok']} ok, {counts['warn']} warn, {counts['bad']} bad "
+               f"in {result.seconds:.1f} s; wrote {out}"
+               + (f" and {json_out}" if json_out is not None else ""))
+
+
+class _progress:
+    """A rich progress bar over the sections on a terminal; silent otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar = None
+
+    def __enter__(self):
+        if not sys.stdout.isatty():
+            return lambda title: None
+        from rich.progress import Progress
+
+        self.bar = Progress(transient=True)
+        self.bar.start()
+        task = self.bar.add_task("measuring", total=self.total)
+        started = []
+
+        def step(title: str) -> None:
+            if started:
+                self.bar.advance(task)
+            started.append(title)
+            self.bar.update(task, description=title)
+
+        return step
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,111 @@
+"""``nngauge study run SPEC --db URL`` and ``nngauge study summarize --db URL``."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+DB_HELP = "SQLAlchemy URL of the results database, e.g. sqlite:///study.db."
+
+study_app = typer.Typer(help="Architecture studies: measure at init, train, correlate.",
+                        no_args_is_help=True)
+
+
+@study_app.command("run")
+def run(
+    spec: Path = typer.Argument(..., help="The study spec (TOML); see examples/study_small.toml."),
+    db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
+    address: Optional[str] = typer.Option(None, "--address",
+                                          help="Ray cluster to join (auto, host:port, "
+                                          "ray://host:port); default: start a local Ray."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1,
+                                          help="Worker processes (local) or CPUs of a local "
+                                          "Ray (default: this machine's CPUs)."),
+    max_retries: int = typer.Option(2, "--max-retries", min=0,
+                                    help="Re-executions of a unit whose worker died."),
+) -> None:
+    """Run (or resume) a study: units already in the database are skipped."""
+    from nngauge.studies import run_study
+
+    with _progress() as progress:
+        summary = run_study(spec, db, executor=executor, workers=workers, address=address,
+                            max_retries=max_retries, progress=progress)
+    typer.echo(f"study {summary.study_id}: {summary.ran} units run, {summary.skipped} already "
+               f"done, {len(summary.failed)} failed of {summary.total}")
+    if summary.failed:
+        key, reason = next(iter(summary.failed.items()))
+        typer.echo(f"error: {len(summary.failed)} units failed (first: {key}: {reason}); rerun "
+                   "the same command to retry them", err=True)
+        raise typer.Exit(1)
+
+
+@study_app.command("summarize")
+def summarize(
+    db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for points.csv, "
+                                       "correlations.csv and nlc_vs_test_error.png."),
+    study: Optional[str] = typer.Option(None, "--study", help="Study name or id (default: "
+                                        "the only one in the database)."),
+    top_fraction: float = typer.Option(0.1, "--top-fraction", min=0.0, max=1.0,
+                                       help="Fraction of best points defining the ideal NLC "
+                                       "range."),
+) -> None:
+    """Rank correlations of init measures with test error, and the NLC figure."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from nngauge.studies import summarize as summarize_study
+
+    result = summarize_study(db, study=study, top_fraction=top_fraction)
+    table = Table(title=f"{result.name} ({result.study_id}): {len(result.points)} points")
+    for column in ("measure", "n", "Spearman rho", "p", "Kendall tau", "p"):
+        table.add_column(column, justify="left" if column == "measure" else "right")
+    for c in result.correlations:
+        table.add_row(c.measure, str(c.n), _fmt(c.spearman), _fmt(c.spearman_p, p=True),
+                      _fmt(c.kendall), _fmt(c.kendall_p, p=True))
+    console = Console(width=max(100, Console().width))
+    console.print(table)
+    if result.ideal_nlc_range is not None:
+        low, high = result.ideal_nlc_range
+        console.print(f"observed ideal NLC range (best {result.top_fraction:.0%} of points by "
+                      f"test error): {low:.3g} .. {high:.3g}")
+    if out is not None:
+        written = result.save(out)
+        console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _fmt(value: float, p: bool = False) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:.2g}" if p else f"{value:+.3f}"
+
+
+class _progress:
+    """A rich progress bar counting units on a terminal; silent otherwise."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def __enter__(self):
+        if not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("units", total=None)
+
+        def step(done: int, total: int) -> None:
+            self.bar.update(task, completed=done, total=total)
+
+        return step
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

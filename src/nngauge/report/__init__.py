@@ -1,0 +1,25 @@
+"""The nngauge report: one self-contained HTML page of verdicts, plots and tables."""
+
+from nngauge.report._build import Report, Section, build_report
+from nngauge.report._sections import (
+    SECTION_BUILDERS,
+    Context,
+    NotApplicable,
+    ReportSettings,
+    SectionBuilder,
+    SectionOutput,
+)
+from nngauge.report._verdicts import Verdict
+
+__all__ = [
+    "SECTION_BUILDERS",
+    "Context",
+    "NotApplicable",
+    "Report",
+    "ReportSettings",
+    "Section",
+    "SectionBuilder",
+    "SectionOutput",
+    "Verdict",
+    "build_report",
+]

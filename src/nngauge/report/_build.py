@@ -1,0 +1,270 @@
+"""Build a report: run the sections, judge the numbers, render one page.
+
+A builder that raises gives a failed section carrying the error (the report still renders),
+one that raises :class:`NotApplicable` a skipped section with its reason. Verdicts are
+computed from the sections' results afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import nn
+
+from nngauge._internal.data import collect
+from nngauge._internal.layers import discover_layers, preserved_state
+from nngauge._internal.probing import prepare_inputs, run_model
+from nngauge._version import __version__
+from nngauge.errors import NNGaugeError, invalid
+from nngauge.measures._result import plain
+from nngauge.report import _verdicts as V
+from nngauge.report._sections import (
+    SECTION_BUILDERS,
+    Context,
+    NotApplicable,
+    ReportSettings,
+    SectionBuilder,
+    SectionOutput,
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One rendered section: ``status`` is "ok", "failed" (``error`` says why) or "skipped"."""
+
+    key: str
+    title: str
+    source: str
+    status: str
+    seconds: float
+    output: SectionOutput
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        result = self.output.result
+        if result is not None and hasattr(result, "to_dict"):
+            result = result.to_dict()
+        return {"title": self.title, "status": self.status, "seconds": self.seconds,
+                "error": self.error, "notes": list(self.output.notes),
+                "result": plain(result)}
+
+
+# ------------------------------------------------------------------------------------ verdicts
+
+
+def _verdicts(ctx: Context) -> tuple[V.Verdict, ...]:
+    results = ctx.results
+    out = []
+    prof = results.get("nlc")
+    if prof is None:
+        out += [V.not_available("nlc", "Nonlinearity coefficient", V.NLC_PAPER,
+                                "the NLC section failed"),
+                V.not_available("output_bias", "Output bias", V.NLC_PAPER,
+                                "the NLC section failed")]
+    else:
+        activations = {layer.name for layer in discover_layers(ctx.model, ("activation",))}
+        acts = [row.nlc for row in prof.layers if row.name in activations]
+        out += [V.nlc_verdict(prof, V.layers_within(acts)), V.bias_verdict(prof)]
+    corr, jac = results.get("correlations"), results.get("jacobian")
+    if corr is None:
+        out.append(V.not_available("shrinkage", "Representation shrinkage (rho_max)",
+                                   V.SHRINK_PAPER, "the correlations section failed"))
+    else:
+        measured = None if jac is None else _last_hidden_norm(jac, ctx.hidden_layers) ** 2
+        out.append(V.shrinkage_verdict(corr, _shrinkage_bound(ctx, corr.rho_max), measured))
+    out.append(V.jacobian_verdict(jac, ctx.hidden_layers) if jac is not None else
+               V.not_available("jacobian", "Jacobian growth across layers", V.SHRINK_PAPER,
+                               "the Jacobian section failed"))
+    kernels = results.get("kernels")
+    out.append(V.kernel_verdict(kernels, ctx.hidden_layers) if kernels is not None else
+               V.not_available("kernel", "Kernel conditioning over depth", V.COND_PAPER,
+                               "the kernel section failed"))
+    theory = results.get("theory")
+    out.append(V.theory_verdict(theory) if theory is not None else
+               V.not_available("theory", "Theory phase (infinite width)", V.SHRINK_PAPER,
+                               "only for nngauge MLPs without skip connections"))
+    return tuple(out)
+
+
+def _last_hidden_norm(jac, hidden: list[str]) -> float:
+    """||J||_op of the input -> last hidden layer (Theorem 1's z^(L)), else of the output."""
+    rows = {row.name: row.norm for row in jac.layers}
+    return next((rows[name] for name in reversed(hidden) if name in rows), jac.norm)
+
+
+def _shrinkage_bound(ctx: Context, rho_max: float):
+    """Theorem 1's lower bound for an nngauge MLP's activations (None otherwise)."""
+    from nngauge.theory import shrinkage_bound
+
+    cfg = ctx.config
+    if cfg is None or cfg.depth < 2 or not -1.0 <= rho_max <= 1.0:
+        return None
+    try:
+        return shrinkage_bound(cfg.activation, cfg.depth - 1, rho_max=rho_max)
+    except NNGaugeError:
+        return None
+
+
+# -------------------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class Report:
+    """A built report: verdicts, sections, settings; render with :meth:`to_html`.
+
+    Attributes:
+        model_name, data_name: how the model and the data were given.
+        model_summary: class name, parameters, layers.
+        settings: the :class:`ReportSettings` used.
+        verdicts: one :class:`~nngauge.report.Verdict` per judged quantity.
+        sections: the :class:`Section` s in page order.
+        seconds: total wall time.
+    """
+
+    model_name: str
+    data_name: str
+    model_summary: dict
+    settings: ReportSettings
+    verdicts: tuple[V.Verdict, ...]
+    sections: tuple[Section, ...]
+    seconds: float
+
+    @property
+    def status(self) -> str:
+        """The worst verdict status ("ok" when all are ok or n/a)."""
+        statuses = {v.status for v in self.verdicts}
+        return "bad" if "bad" in statuses else "warn" if "warn" in statuses else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every number: verdicts, each section's result ``to_dict()``, settings, timings.
+        Non-finite floats become the strings "inf", "-inf", "nan" (valid JSON)."""
+        return _finite({
+            "nngauge_version": __version__, "model": self.model_name, "data": self.data_name,
+            "model_summary": self.model_summary, "settings": plain(self.settings),
+            "status": self.status, "verdicts": [v.to_dict() for v in self.verdicts],
+            "sections": {s.key: s.to_dict() for s in self.sections},
+            "timings": {s.key: s.seconds for s in self.sections}, "seconds": self.seconds})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+    def to_html(self) -> str:
+        """The single self-contained HTML page (inline CSS and PNGs, no external URL)."""
+        from nngauge.report._template import render
+
+        return render(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the HTML page (or the JSON when ``path`` ends in ``.json``); returns the path."""
+        path = Path(path)
+        path.write_text(self.to_json() if path.suffix == ".json" else self.to_html(),
+                        encoding="utf-8")
+        return path
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def build_report(
+    model: nn.Module,
+    data: Any,
+    *,
+    seed: int = 0,
+    batch_size: Optional[int] = None,
+    n_batches: Optional[int] = None,
+    quick: bool = False,
+    model_name: Optional[str] = None,
+    data_name: Optional[str] = None,
+    sections: Optional[Sequence[SectionBuilder]] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Report:
+    """Measure ``model`` on ``data`` and judge it against the papers: the ``nngauge report``.
+
+    Runs the sections of :data:`SECTION_BUILDERS` (NLC profile, correlations, Jacobian norms,
+    kernel conditioning, infinite-width theory for nngauge MLPs, trajectory length and
+    transitions where available), then computes the verdicts. A section whose measure fails on
+    this model is kept as a failed section with the error; a model that cannot run on the data
+    at all raises.
+
+    Args:
+        model: any ``nn.Module`` mapping (b, ...) inputs to outputs, measured in the mode it
+            is in (train mode: batchnorm uses batch statistics, as at initialization in the
+            NLC paper); its mode, parameters and buffers are left as they were found.
+        data: inputs (n, ...), ``(inputs, labels)``, a Dataset or a DataLoader.
+        seed: seed of each measure's generator (reproducible numbers).
+        batch_size, n_batches: the NLC's batches (default 250 and one pass).
+        quick: fewer samples and iterations (a first look in seconds).
+        model_name, data_name: how to name them on the page (default: the class names).
+        sections: the builders to run (default :data:`SECTION_BUILDERS`).
+        progress: called with each section's title before it runs.
+
+    Returns:
+        A :class:`Report`.
+
+    Example:
+        >>> import torch
+        >>> from nngauge.nn import mlp
+        >>> from nngauge.report import build_report
+        >>> net = mlp(8, 32, 3, 2, activation="tanh", generator=torch.Generator().manual_seed(0))
+        >>> report = build_report(net, torch.randn(64, 8), quick=True)
+        >>> [v.key for v in report.verdicts][:2], report.to_html().startswith("<!DOCTYPE html>")
+        (['nlc', 'output_bias'], True)
+    """
+    where = "build_report()"
+    if not isinstance(model, nn.Module):
+        raise invalid(where, "a torch.nn.Module", type(model).__name__, "pass the model object")
+    start = time.perf_counter()
+    settings = ReportSettings.make(quick=quick, seed=seed, batch_size=batch_size,
+                                   n_batches=n_batches)
+    # the samples the builders look at directly (pairs, trajectories): the rest stream
+    batch = collect(data, where=where,
+                    max_samples=max(settings.correlation_samples, settings.kernel_samples, 2))
+    with torch.no_grad(), preserved_state(model):  # fail early: can the model run on the data?
+        run_model(model, prepare_inputs(batch.inputs[:2], model, requires_grad=False), where)
+    ctx = Context(model, data, batch.inputs, settings)
+    done = []
+    for builder in SECTION_BUILDERS if sections is None else sections:
+        if progress is not None:
+            progress(builder.title)
+        done.append(_run_section(builder, ctx))
+    return Report(model_name=model_name or type(model).__name__,
+                  data_name=data_name or type(data).__name__,
+                  model_summary=_summary(model), settings=settings, verdicts=_verdicts(ctx),
+                  sections=tuple(done), seconds=time.perf_counter() - start)
+
+
+def _run_section(builder: SectionBuilder, ctx: Context) -> Section:
+    start = time.perf_counter()
+    status, error, output = "ok", "", SectionOutput()
+    try:
+        output = builder.run(ctx)
+    except NotApplicable as reason:
+        status, error = "skipped", str(reason)
+    except Exception as exc:  # a measure failing on this model is reported, not fatal
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+    return Section(builder.key, builder.title, builder.source, status,
+                   time.perf_counter() - start, output, error)
+
+
+def _summary(model: nn.Module) -> dict:
+    layers = discover_layers(model)
+    summary = {"class": type(model).__name__,
+               "parameters": int(sum(p.numel() for p in model.parameters())),
+               "layers": len(layers)}
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "to_dict"):
+        summary["config"] = config.to_dict()
+    return summary

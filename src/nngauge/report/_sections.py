@@ -1,0 +1,409 @@
+"""The report's sections: one :class:`SectionBuilder` each, in :data:`SECTION_BUILDERS`.
+
+A builder gets the shared :class:`Context` and returns a :class:`SectionOutput` (the measure
+result, figures, tables, notes); it raises :class:`NotApplicable` when its section does not
+apply to the model. Every measure gets its own ``torch.Generator().manual_seed(seed)``, so each
+number equals the functional measure called with the same options and that generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from nngauge._internal.layers import discover_layers, preserved_state
+from nngauge._internal.probing import prepare_inputs
+from nngauge.errors import NNGaugeError
+from nngauge.measures._result import plain
+from nngauge.report._figures import per_layer_lines, png_data_uri
+
+
+class NotApplicable(Exception):
+    """Raised by a section builder when its section does not apply to this model."""
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Options of the measures the report runs (recorded in the report).
+
+    Attributes:
+        seed: seed of every measure's generator.
+        batch_size: NLC batch size (the paper's 250).
+        n_batches: NLC batches (None: one pass over the data).
+        correlation_samples: samples whose pairs enter the correlations.
+        kernel_samples: n of the n x n kernel matrices.
+        jacobian_samples: samples (one batch) for the per-layer operator norms.
+        power_iterations: power-iteration budget of the operator norms.
+        quick: whether the quick settings were asked for.
+    """
+
+    seed: int = 0
+    batch_size: int = 250
+    n_batches: Optional[int] = None
+    correlation_samples: int = 200
+    kernel_samples: int = 32
+    jacobian_samples: int = 100
+    power_iterations: int = 100
+    quick: bool = False
+
+    @classmethod
+    def make(cls, *, quick: bool = False, **given: Any) -> "ReportSettings":
+        """Defaults, or the quick ones (fewer samples and iterations), overridden by ``given``."""
+        base = dict(n_batches=1, correlation_samples=100, kernel_samples=16,
+                    jacobian_samples=50, power_iterations=30) if quick else {}
+        base.update({k: v for k, v in given.items() if v is not None})
+        return cls(quick=quick, **base)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A plot: title, caption and the PNG as a data URI."""
+
+    title: str
+    uri: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of strings: title, column names, rows."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass
+class SectionOutput:
+    """What a builder returns."""
+
+    result: Any = None
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Context:
+    """What builders share: the model, the data (any supported form), ``inputs`` (its first
+    max(correlation_samples, kernel_samples) samples as one tensor), the settings, and the
+    results of earlier sections by key."""
+
+    model: nn.Module
+    data: Any
+    inputs: torch.Tensor
+    settings: ReportSettings
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def generator(self) -> torch.Generator:
+        """A fresh generator seeded with the report's seed (one per measure)."""
+        return torch.Generator().manual_seed(self.settings.seed)
+
+    @property
+    def config(self):
+        """The MLPConfig when the model is an nngauge MLP, else None."""
+        from nngauge.nn import MLP
+
+        return self.model.config if isinstance(self.model, MLP) else None
+
+    @property
+    def weight_layers(self) -> list[str]:
+        """Names of the linear / conv layers, in order."""
+        return [layer.name for layer in discover_layers(self.model, ("linear", "conv"))]
+
+    @property
+    def hidden_layers(self) -> list[str]:
+        """Weight layers except the last (the read-out)."""
+        return self.weight_layers[:-1]
+
+
+@dataclass(frozen=True)
+class SectionBuilder:
+    """A section of the report: ``run(context)`` returns its :class:`SectionOutput`."""
+
+    key: str
+    title: str
+    source: str
+    run: Callable[[Context], SectionOutput]
+
+
+# ------------------------------------------------------------------------------------ sections
+
+
+def _rows_table(title: str, rows: Sequence[Any]) -> Table:
+    dicts = [plain(row) for row in rows]
+    columns = tuple(k for k, v in dicts[0].items() if not isinstance(v, dict)) if dicts else ()
+    return Table(title, columns, tuple(tuple(_fmt(d.get(c)) for c in columns) for d in dicts))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def _skipped_note(result) -> list[str]:
+    skipped = getattr(result, "skipped", None) or {}
+    return [f"layer {name!r} not measured: {why}" for name, why in skipped.items()]
+
+
+def _nlc_section(ctx: Context) -> SectionOutput:
+    from nngauge import nlc_profile
+
+    s = ctx.settings
+    result = nlc_profile(ctx.model, ctx.data, batch_size=s.batch_size, n_batches=s.n_batches,
+                         generator=ctx.generator())
+    ctx.results["nlc"] = result
+    names = [row.name for row in result.layers]
+    uri = png_data_uri(lambda ax: per_layer_lines(
+        ax, names, {"NLC of input -> layer": [row.nlc for row in result.layers]},
+        ylabel="NLC", log=True))
+    return SectionOutput(result, [Figure("NLC profile", uri, "NLC of the sub-network from the "
+                                         "input to each layer (log scale); the last point is "
+                                         "the whole network.")],
+                         [_rows_table("NLC per layer", result.layers)], _skipped_note(result))
+
+
+def _correlation_section(ctx: Context) -> SectionOutput:
+    from nngauge import correlations
+
+    result = correlations(ctx.model, ctx.data, max_samples=ctx.settings.correlation_samples)
+    ctx.results["correlations"] = result
+    names = [row.name for row in result.layers]
+    series = {"measured mean correlation": [row.mean for row in result.layers],
+              "measured min correlation": [row.min for row in result.layers]}
+    notes = _skipped_note(result)
+    theory = _theory_correlations(ctx, names)
+    if theory is not None:
+        series["infinite-width prediction (mean)"] = theory
+    else:
+        notes.append("no infinite-width overlay: the model is not an nngauge MLP without skip "
+                     "connections and batchnorm, or its correlation map is undefined (see the "
+                     "theory section)")
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, series, ylabel="cosine similarity"))
+    return SectionOutput(result, [Figure("Correlations per layer", uri, "Mean and minimum "
+                                         "pairwise cosine similarity; rho_max is the largest "
+                                         "per-layer minimum.")],
+                         [_rows_table("Correlations per layer", result.layers)], notes)
+
+
+THEORY_GRID = np.linspace(-1.0, 1.0, 401)
+"""Correlations at which the theory's map is iterated for the overlay (then interpolated)."""
+
+
+def _theory_correlations(ctx: Context, names: list[str]) -> Optional[list[Optional[float]]]:
+    """Mean over pairs of P^l(rho_1(pair)) at each linear layer of an nngauge MLP, rho_1 the
+    pair's measured correlation after the first linear layer; None where not applicable.
+    Without normalization the "mlp" map assumes the pre-activation variance at its fixed point
+    q*, so the first layers deviate until the variance gets there."""
+    from nngauge.measures._correlations import cosine_matrix
+    from nngauge.theory import correlation_map
+
+    cfg = ctx.config
+    # batchnorm centers every unit over the batch, which the correlation maps do not model
+    if cfg is None or cfg.skip is not None or cfg.depth < 2 or cfg.norm == "batch":
+        return None
+    sigma_w, sigma_b, arch = _theory_setting(cfg)
+    try:
+        cmap = correlation_map(cfg.activation, sigma_w, sigma_b, arch=arch)
+        grid_trace = cmap.iterate(THEORY_GRID, cfg.depth - 1)
+    except NNGaugeError:
+        return None
+    x = ctx.inputs[:ctx.settings.correlation_samples]
+    with torch.no_grad(), preserved_state(ctx.model):
+        first = ctx.model.layers[0].linear(prepare_inputs(x, ctx.model, requires_grad=False))
+    cos = cosine_matrix(first).cpu().numpy()
+    pairs = np.clip(cos[np.triu_indices(len(cos), 1)], -1.0, 1.0)
+    # P^l is monotone on [-1, 1]: interpolating it on a fine grid is exact to plotting accuracy
+    trace = [float(np.interp(pairs, THEORY_GRID, level).mean()) for level in grid_trace]
+    # the read-out (last linear layer, d_out units) is not wide: no infinite-width prediction
+    by_name = {f"layers.{i}.linear": trace[i] for i in range(cfg.depth - 1)}
+    return [by_name.get(name) for name in names]
+
+
+def _jacobian_section(ctx: Context) -> SectionOutput:
+    from nngauge import jacobian_norm
+
+    s = ctx.settings
+    result = jacobian_norm(ctx.model, ctx.data, ord="op", rms=True, layers=ctx.weight_layers,
+                           batch_size=s.jacobian_samples, n_batches=1, n_iter=s.power_iterations,
+                           generator=ctx.generator())
+    ctx.results["jacobian"] = result
+    names = [row.name for row in result.layers]
+    uri = png_data_uri(lambda ax: per_layer_lines(
+        ax, names, {"||J||_op (RMS-normalized)": [row.norm for row in result.layers]},
+        ylabel="Jacobian operator norm", log=True))
+    return SectionOutput(result, [Figure("Jacobian norms", uri, "RMS-normalized operator norm "
+                                         "of the input -> layer Jacobian (shrinkage paper "
+                                         "section 2.1).")],
+                         [_rows_table("Jacobian norm per layer", result.layers)],
+                         _skipped_note(result))
+
+
+def _kernel_section(ctx: Context) -> SectionOutput:
+    from nngauge import kernel_conditioning
+
+    result = kernel_conditioning(ctx.model, ctx.data, max_samples=ctx.settings.kernel_samples)
+    ctx.results["kernels"] = result
+    names = [row.name for row in result.layers]
+    series = {"condition number": [row.condition_number for row in result.layers]}
+    theory = [row.theory_condition_number for row in result.layers]
+    if any(v is not None for v in theory):
+        series["infinite-width condition number"] = theory
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, series,
+                                                  ylabel="condition number", log=True))
+    return SectionOutput(result, [Figure("Kernel conditioning", uri, "Condition number of the "
+                                         "conjugate kernel per layer (deep-conditioning "
+                                         "section 3); infinite where rank-deficient.")],
+                         [_rows_table("Kernel per layer", result.layers)], _skipped_note(result))
+
+
+def _theory_setting(cfg) -> tuple[float, float, str]:
+    """(sigma_w, sigma_b, arch) of an MLPConfig for the correlation maps: batchnorm and
+    layernorm both normalize the pre-activations to unit variance at infinite width, so both
+    use the "layernorm" map; without normalization the "mlp" map at q*."""
+    arch = "mlp" if cfg.norm is None else "layernorm"
+    return cfg.sigma_w * cfg.scale, cfg.bias_std * cfg.scale, arch
+
+
+def _theory_section(ctx: Context) -> SectionOutput:
+    from nngauge.theory import profile
+
+    cfg = ctx.config
+    if cfg is None:
+        raise NotApplicable("the model is not an nngauge MLP, so its activation and "
+                            "initialization are not known to the theory engine")
+    if cfg.skip is not None:
+        raise NotApplicable("skip connections: the theory engine's maps describe the plain "
+                            "normalized or unnormalized stack, not this residual layout")
+    sigma_w, sigma_b, arch = _theory_setting(cfg)
+    info: dict[str, Any] = dict(activation=cfg.activation, sigma_w=sigma_w, sigma_b=sigma_b,
+                                arch=arch, depth=cfg.depth - 1, fix=_critical_fix(cfg, arch))
+    out = SectionOutput()
+    try:
+        summary = profile(cfg.activation, sigma_w, sigma_b, arch=arch)
+    except NNGaugeError as exc:
+        info["error"] = f"The infinite-width theory breaks down: {exc}"
+    else:
+        info.update(summary.to_dict())
+        out.tables.append(Table("Activation profile", ("quantity", "value", "source"),
+                                tuple((q, _fmt(v), src) for q, v, src in summary.rows())))
+        out.figures.append(Figure("Correlation map over depth", _iteration_figure(summary,
+                                  cfg.depth - 1), "1 - rho_l (log scale) of the map iterated "
+                                  "from several input correlations."))
+    if cfg.norm == "batch":
+        out.notes.append("batchnorm is approximated by the LayerNorm correlation map (both "
+                         "normalize pre-activations to unit variance at infinite width)")
+    out.result = {k: v for k, v in info.items()}
+    ctx.results["theory"] = info
+    return out
+
+
+def _iteration_figure(summary, depth: int) -> str:
+    from nngauge.theory._plots import DEFAULT_STARTS
+
+    rhos = summary.correlation_map.iterate(np.asarray(DEFAULT_STARTS), max(depth, 1))
+
+    def draw(ax):
+        for k, rho0 in enumerate(DEFAULT_STARTS):
+            ax.plot(np.clip(1.0 - rhos[:, k], 1e-16, None), label=f"rho_0 = {rho0:g}")
+        ax.set_yscale("log")
+        ax.set_xlabel("layer")
+        ax.set_ylabel("1 - rho")
+        ax.legend(fontsize=8)
+
+    return png_data_uri(draw)
+
+
+def _critical_fix(cfg, arch: str) -> str:
+    """The critical initialization in mlp() terms: keep sigma_b, solve sigma_w; else keep
+    sigma_w, solve sigma_b; else say there is none."""
+    from nngauge.theory import critical_init
+
+    sigma_w, sigma_b, _ = _theory_setting(cfg)
+    for given in ({"sigma_b": sigma_b}, {"sigma_w": sigma_w}, {"sigma_b": 0.05 ** 0.5}):
+        try:
+            sw, sb = critical_init(cfg.activation, arch=arch, **given)
+        except NNGaugeError:
+            continue
+        return (f"Critical initialization (critical_init, shrinkage paper appendix B): "
+                f"sigma_w = {sw:.4g}, sigma_b = {sb:.4g}, i.e. "
+                f"mlp(..., sigma_w={sw:.4g}, bias_std={sb:.4g}).")
+    return (f"No critical initialization exists for {cfg.activation} with the {arch} map: "
+            "use another activation (e.g. tanh or erf) or add normalization.")
+
+
+def _trajectory_section(ctx: Context) -> SectionOutput:
+    """Trajectory length per layer along a line between two data points (expressivity paper
+    section 2.2). Hook: runs once ``nngauge.measures._trajectory`` and ``nngauge.trajectories``
+    exist in this checkout, and is skipped (saying so) until then."""
+    try:
+        from nngauge.measures._trajectory import trajectory_length
+        from nngauge.trajectories import line
+    except ImportError:
+        raise NotApplicable("trajectory_length is not available in this nngauge version "
+                            "(nngauge.measures._trajectory)") from None
+    result = trajectory_length(ctx.model, line(ctx.inputs[0], ctx.inputs[1], 200))
+    ctx.results["trajectory"] = result
+    lengths = [float(v) for v in result.lengths]
+    rows = getattr(result, "layers", None)
+    names = [row.name for row in rows] if rows and len(rows) == len(lengths) else [
+        str(i) for i in range(len(lengths))]
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, {"trajectory length": lengths},
+                                                  ylabel="length", log=True))
+    tables = [_rows_table("Trajectory length per layer", rows)] if rows else []
+    return SectionOutput(result, [Figure("Trajectory length", uri, "Length of the image of "
+                                         "the line between two inputs at each layer.")], tables)
+
+
+def _transitions_section(ctx: Context) -> SectionOutput:
+    """Neuron transitions along the segment between two data points (expressivity paper
+    section 2.1): exact for piecewise-linear networks, sampled otherwise. Hook: runs once
+    ``nngauge.measures._transitions`` exists, skipped (saying so) until then."""
+    try:
+        from nngauge.measures._transitions import transitions
+    except ImportError:
+        raise NotApplicable("transitions is not available in this nngauge version "
+                            "(nngauge.measures._transitions)") from None
+    notes = []
+    try:
+        result = transitions(ctx.model, ctx.inputs[0], ctx.inputs[1], method="exact")
+    except NNGaugeError as exc:
+        notes.append(f"exact transitions do not apply ({exc}); sampled instead")
+        result = transitions(ctx.model, ctx.inputs[0], ctx.inputs[1], method="sampled")
+    ctx.results["transitions"] = result
+    per_layer = result.per_layer
+    names, counts = ((list(per_layer), list(per_layer.values())) if isinstance(per_layer, dict)
+                     else ([str(i) for i in range(len(per_layer))], list(per_layer)))
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, {"transitions": counts},
+                                                  ylabel="neuron transitions"))
+    return SectionOutput(result, [Figure("Neuron transitions", uri, f"{result.n_patterns} "
+                                         "distinct activation patterns along the segment.")],
+                         notes=notes)
+
+
+SECTION_BUILDERS: list[SectionBuilder] = [
+    SectionBuilder("nlc", "Nonlinearity coefficient", "NLC paper, Definition 1, section G",
+                   _nlc_section),
+    SectionBuilder("correlations", "Correlations and representation shrinkage",
+                   "shrinkage paper eq. 2.2, Theorem 1", _correlation_section),
+    SectionBuilder("jacobian", "Jacobian norms", "shrinkage paper section 2.1, Theorem 1",
+                   _jacobian_section),
+    SectionBuilder("kernels", "Kernel conditioning", "deep-conditioning section 3",
+                   _kernel_section),
+    SectionBuilder("theory", "Infinite-width theory", "shrinkage paper sections 2-3, "
+                   "appendix B", _theory_section),
+    SectionBuilder("trajectory", "Trajectory length", "expressivity paper section 2.2",
+                   _trajectory_section),
+    SectionBuilder("transitions", "Neuron transitions", "expressivity paper section 2.1",
+                   _transitions_section),
+]
+"""The report's sections in page order; add a :class:`SectionBuilder` to add a section."""

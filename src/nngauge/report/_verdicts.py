@@ -1,0 +1,228 @@
+"""Verdicts: each measured number against the papers' statements, with what to change.
+
+Every verdict carries its status (``ok`` / ``warn`` / ``bad``, or ``n/a`` when the measure it
+needs failed or does not apply), the number, the threshold used, the paper and section behind
+it, and a concrete fix. Where a paper gives a numeric boundary it is used as printed (NLC ideal
+range 1-3, output bias 1000); where it states a direction only (shrinkage, Jacobian growth,
+kernel degeneration) the cut-offs below are nngauge's and are labelled as heuristics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+NLC_IDEAL = (1.0, 3.0)
+"""NLC paper section 4 (figure 2) and section 7: optimal test error needs 1 <~ NLC <~ 3."""
+NLC_BAD = 10.0
+"""Beyond this the NLC paper's figure 2 shows near-random test error on all three data sets."""
+HIGH_BIAS = 1000.0
+"""NLC paper section 4 / B.2: output bias above 1000 marks architectures with high test error."""
+RHO_WARN, RHO_BAD = 0.9, 0.99
+"""Heuristic: rho_max above these is representation shrinkage (shrinkage paper section 3:
+"rho_max close to one"; no numeric cut-off is printed)."""
+JACOBIAN_WARN, JACOBIAN_BAD = 10.0, 1000.0
+"""Heuristic: growth (or decay) of the input -> layer Jacobian norm by more than these factors
+across the hidden layers is explosion (vanishing)."""
+KERNEL_WARN, KERNEL_BAD = 0.9, 0.99
+"""Heuristic: mean normalized dot product of the last hidden layer's kernel above these means
+the kernel is degenerating towards rank one (deep-conditioning section 3)."""
+
+STATUSES = ("ok", "warn", "bad", "n/a")
+
+NLC_PAPER = "Philipp & Carbonell, The Nonlinearity Coefficient (nonlinearity-coefficient.md)"
+SHRINK_PAPER = ("Gradient explosion and representation shrinkage "
+                "(gradient-explosion-representation-shrinkage.md)")
+COND_PAPER = "Agarwal et al., Deep conditioning (deep-conditioning.md)"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judged quantity.
+
+    Attributes:
+        key: stable identifier (``"nlc"``, ``"output_bias"``, ...).
+        title: what is judged.
+        status: ``"ok"``, ``"warn"``, ``"bad"`` or ``"n/a"``.
+        value: the number judged (None for n/a).
+        threshold: the rule used, in words.
+        source: paper and section.
+        message: what the number means here.
+        fix: what to change (empty when ok).
+    """
+
+    key: str
+    title: str
+    status: str
+    value: Optional[float]
+    threshold: str
+    source: str
+    message: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def not_available(key: str, title: str, source: str, reason: str) -> Verdict:
+    """The verdict when its measure failed or does not apply."""
+    return Verdict(key, title, "n/a", None, "-", source, reason)
+
+
+def nlc_verdict(profile, within: Optional[int] = None) -> Verdict:
+    """The output NLC against the ideal range 1-3 (NLC paper section 4 and section 7).
+
+    ``within``: how many activation layers the input -> layer NLC profile stays in the ideal
+    range for (section 5: the NLC compounds with depth), used to suggest a depth.
+    """
+    out = profile.layers[-1]
+    value = out.nlc
+    source = f"{NLC_PAPER}, section 4 (figure 2), section 5 (compounding with depth), section 7"
+    threshold = f"ideal {NLC_IDEAL[0]:g} <= NLC <= {NLC_IDEAL[1]:g}; bad above {NLC_BAD:g}"
+    if value <= NLC_IDEAL[1]:
+        note = " (below 1: close to linear)" if value < NLC_IDEAL[0] else ""
+        return Verdict("nlc", "Nonlinearity coefficient", "ok", value, threshold, source,
+                       f"NLC = {value:.3g} +- {out.stderr:.2g} is in the range the paper found "
+                       f"optimal{note}.")
+    status = "warn" if value <= NLC_BAD else "bad"
+    fix = ("Lower the NLC: use fewer layers, a more linear activation (lower NLC_tau(1), e.g. "
+           "tanh or SELU instead of ReLU under batchnorm), or add skip connections "
+           "(NLC paper B.3).")
+    if within is not None:
+        fix += (f" The NLC profile stays within {NLC_IDEAL[1]:g} up to activation layer "
+                f"{within}: about {within + 1} layers would keep the network in range.")
+    return Verdict("nlc", "Nonlinearity coefficient", status, value, threshold, source,
+                   f"NLC = {value:.3g}: above the ideal range, the network is too nonlinear "
+                   "for good generalization at this initialization.", fix)
+
+
+def layers_within(values: list[float], limit: float = NLC_IDEAL[1]) -> Optional[int]:
+    """How many leading values stay <= limit (None when all do)."""
+    for count, value in enumerate(values):
+        if not value <= limit:
+            return count
+    return None
+
+
+def bias_verdict(profile) -> Verdict:
+    """Output bias Q_{j,x} f / Q_j S_x f against the paper's high-bias flag 1000 (B.2)."""
+    value = profile.layers[-1].output_bias
+    source = f"{NLC_PAPER}, section 4 (figure 2, 3A) and B.2"
+    threshold = f"bad above {HIGH_BIAS:g} (the paper's high-bias flag)"
+    if value <= HIGH_BIAS:
+        return Verdict("output_bias", "Output bias", "ok", value, threshold, source,
+                       f"Output bias {value:.3g}: the output varies over the data much more "
+                       "than the high-bias architectures.")
+    return Verdict("output_bias", "Output bias", "bad", value, threshold, source,
+                   f"Output bias {value:.3g} > {HIGH_BIAS:g}: the output is nearly the same "
+                   "vector for every input; all such architectures in the paper had high test "
+                   "error, whatever their NLC.",
+                   "Remove or shrink the biases (bias_std), use a centered activation "
+                   "(nngauge.activations.debias), add normalization, or use fewer layers.")
+
+
+def shrinkage_verdict(corr, bound: Optional[Any], measured_sq: Optional[float]) -> Verdict:
+    """rho_max (shrinkage paper Theorem 1) and, where it applies, the theorem's bound."""
+    value = corr.rho_max
+    source = f"{SHRINK_PAPER}, Theorem 1, section 3 (consequences 1-4), Theorem 2"
+    threshold = f"heuristic: warn above {RHO_WARN:g}, bad above {RHO_BAD:g}"
+    extra = ""
+    if bound is not None:
+        extra = (f" Theorem 1 at this rho_max and depth: ||J||_op^2 >= "
+                 f"{bound.jacobian_norm_sq:.3g}")
+        extra += (f" (measured {measured_sq:.3g})." if measured_sq is not None else ".")
+    if value <= RHO_WARN:
+        return Verdict("shrinkage", "Representation shrinkage (rho_max)", "ok", value, threshold,
+                       source, f"rho_max = {value:.3g}: representations stay spread out."
+                       + extra)
+    status = "warn" if value <= RHO_BAD else "bad"
+    return Verdict("shrinkage", "Representation shrinkage (rho_max)", status, value, threshold,
+                   source, f"rho_max = {value:.3g}: at some layer every pair of inputs is "
+                   "almost aligned (representation shrinkage: later layers do little "
+                   "processing, gradients vanish)." + extra,
+                   "Move towards critical initialization (see the theory verdict), add "
+                   "normalization or skip connections (Theorem 2: small residual branches "
+                   "escape the trade-off), or use fewer layers.")
+
+
+def jacobian_verdict(jac, hidden: list[str]) -> Verdict:
+    """Growth of the input -> layer Jacobian operator norm across the hidden layers."""
+    source = f"{SHRINK_PAPER}, Theorem 1 consequence 1 (gradient explosion), Remark 1 (vanishing)"
+    rows = {row.name: row.norm for row in jac.layers}
+    norms = [rows[name] for name in hidden if name in rows]
+    if len(norms) < 2 or norms[0] <= 0:
+        return not_available("jacobian", "Jacobian growth across layers", source,
+                             "fewer than two hidden layers were measured")
+    growth = norms[-1] / norms[0] if norms[-1] > 0 else 0.0
+    threshold = (f"heuristic: warn beyond x{JACOBIAN_WARN:g} or /{JACOBIAN_WARN:g}, bad beyond "
+                 f"x{JACOBIAN_BAD:g} or /{JACOBIAN_BAD:g} from the first to the last hidden layer")
+    size = max(growth, 1.0 / growth) if growth > 0 else math.inf
+    status = "ok" if size <= JACOBIAN_WARN else "warn" if size <= JACOBIAN_BAD else "bad"
+    what = "explodes" if growth > 1 else "vanishes"
+    message = (f"||J||_op grows by a factor {growth:.3g} over {len(norms) - 1} layers "
+               f"({_per_layer(growth, len(norms) - 1)} per layer).")
+    if status == "ok":
+        return Verdict("jacobian", "Jacobian growth across layers", "ok", growth, threshold,
+                       source, message)
+    fix = ("Use fewer layers or skip connections; at critical initialization the Jacobian "
+           "neither explodes nor vanishes (see the theory verdict).")
+    if what == "explodes":
+        fix += " Batchnorm-ReLU stacks explode by design: try layernorm or skip connections."
+    return Verdict("jacobian", "Jacobian growth across layers", status, growth, threshold,
+                   source, message + f" The input-output Jacobian {what} with depth.", fix)
+
+
+def kernel_verdict(kernels, hidden: list[str]) -> Verdict:
+    """Degeneration of the conjugate kernel with depth (deep-conditioning section 3)."""
+    source = f"{COND_PAPER}, section 3 (Theorem 3.2, Corollary 3.3), C.3, Definition 3.1 (mu)"
+    rows = [row for row in kernels.layers if row.name in hidden]
+    if not rows:
+        return not_available("kernel", "Kernel conditioning over depth", source,
+                             "no hidden layer was measured")
+    first, last = rows[0], rows[-1]
+    value = last.mean_normalized_dot_product
+    threshold = (f"heuristic: mean normalized dot product of the last hidden kernel: warn "
+                 f"above {KERNEL_WARN:g}, bad above {KERNEL_BAD:g}")
+    message = (f"Mean normalized dot product {first.mean_normalized_dot_product:.3g} -> "
+               f"{value:.3g}; condition number {first.condition_number:.3g} -> "
+               f"{last.condition_number:.3g} from {first.name} to {last.name}.")
+    if value <= KERNEL_WARN:
+        return Verdict("kernel", "Kernel conditioning over depth", "ok", value, threshold, source,
+                       message)
+    status = "warn" if value <= KERNEL_BAD else "bad"
+    return Verdict("kernel", "Kernel conditioning over depth", status, value, threshold, source,
+                   message + " All inputs look alike to the deep layers: the kernel tends to "
+                   "rank one and its condition number grows (slow, poorly conditioned training).",
+                   "Use a normalized (centered, unit second moment) activation, e.g. NormReLU "
+                   "(nngauge.nn.NormReLU) or nngauge.activations.normalize(...): with it the "
+                   "condition number improves with depth (Corollary 3.3); or add normalization.")
+
+
+def theory_verdict(info: dict) -> Verdict:
+    """The phase of the correlation map of an nngauge MLP's activation and initialization."""
+    source = f"{SHRINK_PAPER}, section 2-3 (phases), appendix B (critical initialization)"
+    title = "Theory phase (infinite width)"
+    threshold = "ok when critical (P'(1) = 1) or depth <= the depth scale 1 / |ln P'(1)|"
+    fix = info.get("fix", "")
+    if info.get("error"):
+        return Verdict("theory", title, "warn", None, threshold, source, info["error"], fix)
+    chi, phase, depth = info["slope_at_one"], info["phase"], info["depth"]
+    scale = math.inf if phase == "critical" or chi == 1 else 1.0 / abs(math.log(chi))
+    message = (f"{info['activation']} at sigma_w = {info['sigma_w']:.4g}, sigma_b = "
+               f"{info['sigma_b']:.4g} ({info['arch']} map): slope at one P'(1) = {chi:.4g}, "
+               f"phase {phase}")
+    if phase == "critical" or depth <= scale:
+        return Verdict("theory", title, "ok", chi, threshold, source,
+                       message + ("." if phase == "critical" else
+                                  f"; depth {depth} is within the depth scale {scale:.3g}."))
+    return Verdict("theory", title, "warn", chi, threshold, source,
+                   message + f": depth {depth} exceeds the depth scale {scale:.3g} layers "
+                   f"({'gradients explode' if phase == 'chaotic' else 'representations shrink'}).",
+                   fix)
+
+
+def _per_layer(growth: float, steps: int) -> str:
+    if growth <= 0 or steps <= 0:
+        return "n/a"
+    return f"x{growth ** (1.0 / steps):.3g}"

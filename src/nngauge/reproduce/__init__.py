@@ -1,0 +1,74 @@
+"""Reproductions of the papers' tables and figures: ``nngauge reproduce NAME``.
+
+Each reproduction is one small module holding a :class:`Reproduction` record (name, paper,
+table or figure, description, what differs from the paper at each scale, ``compute`` and
+``plot``); :meth:`Reproduction.run` writes ``NAME.csv`` and ``NAME.png`` and returns a
+:class:`ReproductionResult`. To add one: write ``_my_name.py`` with a ``REPRODUCTION`` record
+and list its module below.
+
+Example:
+    >>> from nngauge.reproduce import get, names
+    >>> "nlc-table1" in names()
+    True
+    >>> get("nlc-table1").target
+    'Table 1'
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from nngauge.errors import UnknownNameError
+from nngauge.reproduce._base import (
+    SCALES,
+    Comparison,
+    Computed,
+    Reproduction,
+    ReproductionResult,
+    write_csv,
+)
+
+_MODULES = (
+    "_nlc_table1",
+    "_nlc_table2",
+    "_shrinkage_figure2",
+    "_conditioning_depth",
+)
+
+REPRODUCTIONS: dict[str, Reproduction] = {
+    record.name: record
+    for record in (import_module(f"nngauge.reproduce.{module}").REPRODUCTION
+                   for module in _MODULES)
+}
+"""Every reproduction by name, in the order of ``nngauge reproduce --list``."""
+
+
+def names() -> list[str]:
+    """The reproduction names, in listing order."""
+    return list(REPRODUCTIONS)
+
+
+def get(name: str) -> Reproduction:
+    """The reproduction called ``name``.
+
+    Raises:
+        UnknownNameError: an unknown name (the message lists the known ones).
+    """
+    if name not in REPRODUCTIONS:
+        raise UnknownNameError(
+            f"nngauge reproduce expected a reproduction name in {names()}; got {name!r}. "
+            "Fix: pick one of them (nngauge reproduce --list describes each).")
+    return REPRODUCTIONS[name]
+
+
+__all__ = [
+    "REPRODUCTIONS",
+    "SCALES",
+    "Comparison",
+    "Computed",
+    "Reproduction",
+    "ReproductionResult",
+    "get",
+    "names",
+    "write_csv",
+]

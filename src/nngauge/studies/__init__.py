@@ -1,0 +1,57 @@
+"""Architecture studies (NLC paper sections 3-4, figure 2): sample or list architectures,
+measure each at initialization, train each over a learning-rate grid, store every unit in a
+database, and correlate the measures with test error.
+
+From the command line::
+
+    nngauge study run examples/study_small.toml --db sqlite:///study.db [--executor ray]
+    nngauge study summarize --db sqlite:///study.db --out study_out
+
+A rerun of the same spec skips the units already in the database, so an interrupted study is
+resumed by running the same command again.
+
+Example:
+    >>> from nngauge.studies import parse_spec, plan_units
+    >>> spec = parse_spec({"architectures": {"explicit": [{"width": 8, "depth": 2}]},
+    ...                    "training": {"lrs": [0.1, 0.3]}, "seeds": [0, 1]})
+    >>> len(plan_units(spec))  # per seed: one init unit and two training runs
+    6
+"""
+
+from nngauge.studies._db import DEFAULT_URL, open_db
+from nngauge.studies._executors import RunSummary, run_study
+from nngauge.studies._spec import MEASURES, StudySpec, load_spec, parse_spec
+from nngauge.studies._units import Architecture, Unit, UnitTask, plan_units, run_unit
+
+__all__ = [
+    "Architecture",
+    "Correlation",
+    "DEFAULT_URL",
+    "MEASURES",
+    "RunSummary",
+    "StudySpec",
+    "StudySummary",
+    "Unit",
+    "UnitTask",
+    "load_spec",
+    "open_db",
+    "parse_spec",
+    "plan_units",
+    "run_study",
+    "run_unit",
+    "summarize",
+]
+
+_SUMMARY = ("Correlation", "StudySummary", "summarize")
+
+
+def __getattr__(name: str):
+    # the analysis imports torch (through the measures' result type): loaded when asked for,
+    # so that worker processes unpickling a unit stay light
+    if name in _SUMMARY:
+        from nngauge.studies import _summarize
+
+        value = getattr(_summarize, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nngauge.studies' has no attribute {name!r}")

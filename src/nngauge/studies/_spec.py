@@ -1,0 +1,397 @@
+"""The study spec: a TOML file validated into frozen dataclasses.
+
+A study (NLC paper sections 3-4, appendix E.2, figure 2) instantiates architectures, measures
+each at initialization, trains each with a grid of starting learning rates, and correlates the
+measures with the test error of the best run. The spec says which data, architectures,
+measures, training protocol, learning rates and seeds::
+
+    name = "small"
+    seed = 0                        # data, split, preprocessing, architecture sampling
+    seeds = [0]                     # initializations per architecture (replicates)
+    dtype = "float32"               # of the networks; the paper trained in float64
+
+    [data]
+    source = "waveform"             # waveform | digits | gaussian:d=100 | file.npz
+    n = 300                         # samples of generated data sets (optional)
+    split = [0.6, 0.2, 0.2]         # train / validation / test fractions
+    preprocess = "standardize"      # none | standardize | pca  (NLC paper D.2)
+
+    [architectures]
+    sample = 6                      # architectures from nngauge.nn.sample_architecture
+    overrides = {}                  # keyword arguments of the sampler
+    explicit = [{width = 16, depth = 3, activation = "tanh"}]   # nngauge.nn.mlp keywords
+
+    [measures]
+    names = ["nlc", "jacobian_norm"]
+
+    [training]
+    enabled = true
+    lrs = [0.1, 0.3]                # or lr_start, lr_factor, n_lrs: a geometric grid;
+                                    # lr_start = "auto": the paper's E.2 heuristic per
+                                    # network (smallest_lr with lr_scale, default 1e-8)
+    max_epochs = 5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
+
+MEASURES: dict[str, tuple[str, ...]] = {
+    "nlc": ("nlc", "output_bias"),
+    "jacobian_norm": ("jacobian_norm",),
+    "correlations": ("rho_max",),
+    "kernel_conditioning": ("kernel_condition_number",),
+    "gradient_metrics": ("gvcs", "gradient_length", "lipschitz"),
+}
+"""Measures a study can take at initialization -> the scalar columns each one records."""
+
+PREPROCESSING = ("none", "standardize", "pca")
+DTYPES = ("float32", "float64")
+OPTIMIZERS = ("sgd", "adam")
+MLP_KEYS = ("width", "depth", "activation", "norm", "skip", "skip_start", "init", "sigma_w",
+            "bias_std", "scale")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where the data come from and how they are split and preprocessed."""
+
+    source: str = "waveform"
+    n: Optional[int] = None
+    split: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    preprocess: str = "standardize"
+
+
+@dataclass(frozen=True)
+class ArchitectureSpec:
+    """``sample`` architectures from the NLC sampler (with ``overrides``) plus ``explicit``
+    ones, each a mapping of :func:`nngauge.nn.mlp` keywords (d_in, d_out come from the data)."""
+
+    sample: int = 0
+    overrides: tuple[tuple[str, Any], ...] = ()
+    explicit: tuple[tuple[tuple[str, Any], ...], ...] = ()
+
+    @property
+    def count(self) -> int:
+        return self.sample + len(self.explicit)
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """Measures taken at initialization on the training inputs (the paper: NLC and bias)."""
+
+    names: tuple[str, ...] = ("nlc",)
+    batch_size: int = 250
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The training protocol (:func:`nngauge.training.fit`) and the learning-rate grid."""
+
+    enabled: bool = True
+    lrs: tuple[float, ...] = (0.1,)
+    auto_lr: Optional[tuple[float, int, float]] = None
+    """(factor, n_lrs, scale) when lr_start = "auto": rates smallest_lr * factor**i, i < n_lrs,
+    the smallest rate computed per initialized network (NLC paper E.2); ``lrs`` is then ()."""
+    optimizer: str = "sgd"
+    batch_size: int = 250
+    max_epochs: Optional[int] = None
+    patience: int = 10
+    decay_patience: int = 5
+    n_decays: int = 10
+    loss_scaling: bool = True
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """A validated study spec; see the module docstring for the TOML layout."""
+
+    name: str
+    seed: int = 0
+    seeds: tuple[int, ...] = (0,)
+    dtype: str = "float32"
+    data: DataSpec = field(default_factory=DataSpec)
+    architectures: ArchitectureSpec = field(default_factory=ArchitectureSpec)
+    measures: MeasureSpec = field(default_factory=MeasureSpec)
+    training: TrainingSpec = field(default_factory=TrainingSpec)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready content (tuples of pairs become mappings again)."""
+        out = dataclasses.asdict(self)
+        arch = out["architectures"]
+        arch["overrides"] = dict(self.architectures.overrides)
+        arch["explicit"] = [dict(entry) for entry in self.architectures.explicit]
+        return out
+
+    @property
+    def study_id(self) -> str:
+        """Hash of everything that changes results (all but ``name``): same spec, same id."""
+        content = {k: v for k, v in self.to_dict().items() if k != "name"}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_spec(path: Union[str, Path]) -> StudySpec:
+    """Read and validate a study spec TOML file.
+
+    Raises:
+        InvalidInputError / UnknownNameError: one line naming the bad field and the valid
+        choices; nothing is run or written.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "s.toml")
+        >>> _ = open(path, "w").write('[architectures]\\nexplicit = [{width = 8, depth = 2}]')
+        >>> spec = load_spec(path)
+        >>> spec.name, spec.architectures.count, spec.measures.names
+        ('s', 1, ('nlc',))
+    """
+    path = Path(path)
+    where = "study spec"
+    if not path.is_file():
+        raise InvalidInputError(f"{where} expected an existing TOML file; got {str(path)!r} "
+                                "(not found). Fix: check the path, e.g. examples/study_small.toml.")
+    toml = _toml()
+    try:
+        raw = toml.loads(path.read_text(encoding="utf-8"))
+    except (toml.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{where} expected valid TOML in {path}; got a parse error: "
+                                f"{exc}. Fix: correct the syntax.") from None
+    return parse_spec(raw, default_name=path.stem)
+
+
+def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
+    """Validate a spec given as a mapping (the parsed TOML) into a :class:`StudySpec`.
+
+    Example:
+        >>> parse_spec({"measures": {"names": ["nlc", "rho"]}})
+        Traceback (most recent call last):
+        ...
+        nngauge.errors.UnknownNameError: study spec field measures.names expected names from ['correlations', 'gradient_metrics', 'jacobian_norm', 'kernel_conditioning', 'nlc']; got 'rho'. Fix: use one of those.
+    """
+    top = _Table(raw, "", ("name", "seed", "seeds", "dtype", "data", "architectures",
+                           "measures", "training"))
+    data = _Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess"))
+    arch = _Table(top.get("architectures", {}), "architectures.",
+                  ("sample", "overrides", "explicit"))
+    measures = _Table(top.get("measures", {}), "measures.", ("names", "batch_size"))
+    training = _Table(top.get("training", {}), "training.",
+                      ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale",
+                       "optimizer",
+                       "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
+                       "loss_scaling"))
+    spec = StudySpec(
+        name=top.string("name", default_name),
+        seed=top.integer("seed", 0, least=0),
+        seeds=tuple(top.integers("seeds", [0], least=0)),
+        dtype=top.choice("dtype", "float32", DTYPES),
+        data=DataSpec(
+            source=data.string("source", "waveform"),
+            n=data.integer("n", None, least=2),
+            split=_split(data),
+            preprocess=data.choice("preprocess", "standardize", PREPROCESSING),
+        ),
+        architectures=ArchitectureSpec(
+            sample=arch.integer("sample", 0, least=0),
+            overrides=tuple(sorted(arch.table("overrides").items())),
+            explicit=tuple(_explicit(arch)),
+        ),
+        measures=MeasureSpec(
+            names=tuple(measures.names("names", ["nlc"], MEASURES)),
+            batch_size=measures.integer("batch_size", 250, least=2),
+        ),
+        training=TrainingSpec(
+            enabled=training.boolean("enabled", True),
+            lrs=_lrs(training) if training.get("lr_start", None) != "auto" else (),
+            auto_lr=_auto_lr(training) if training.get("lr_start", None) == "auto" else None,
+            optimizer=training.choice("optimizer", "sgd", OPTIMIZERS),
+            batch_size=training.integer("batch_size", 250, least=1),
+            max_epochs=training.integer("max_epochs", None, least=1),
+            patience=training.integer("patience", 10, least=1),
+            decay_patience=training.integer("decay_patience", 5, least=1),
+            n_decays=training.integer("n_decays", 10, least=0),
+            loss_scaling=training.boolean("loss_scaling", True),
+        ),
+    )
+    if spec.architectures.count == 0:
+        raise InvalidInputError("study spec field architectures expected sample >= 1 or a "
+                                "non-empty explicit list; got none. Fix: add e.g. "
+                                "[architectures] sample = 10.")
+    if not spec.training.enabled and not spec.measures.names:
+        raise InvalidInputError("study spec expected measures or training; got neither. Fix: "
+                                "add [measures] names = [\"nlc\"].")
+    return spec
+
+
+# ------------------------------------------------------------------------------- validation
+
+
+def _toml():
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    try:
+        import tomli
+    except ImportError:
+        raise MissingDependencyError(
+            "study specs need a TOML parser: Python >= 3.11 has tomllib; on Python 3.10 "
+            "install it with: pip install tomli") from None
+    return tomli
+
+
+def _fail(field_name: str, expected: str, got: Any, fix: str) -> InvalidInputError:
+    return InvalidInputError(f"study spec field {field_name} expected {expected}; got "
+                             f"{got!r}. Fix: {fix}.")
+
+
+class _Table:
+    """A TOML table with a fixed set of keys and typed getters that name the field on error."""
+
+    def __init__(self, raw: Any, prefix: str, keys: tuple[str, ...]) -> None:
+        name = prefix.rstrip(".") or "(top level)"
+        if not isinstance(raw, dict):
+            raise _fail(name, "a table", raw, f"write it as [{name}]")
+        unknown = sorted(set(raw) - set(keys))
+        if unknown:
+            raise UnknownNameError(
+                f"study spec field {prefix}{unknown[0]} is not known; valid fields"
+                f"{' of ' + name if prefix else ''}: {', '.join(keys)}. Fix: remove or "
+                "rename it.")
+        self.raw, self.prefix = raw, prefix
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.raw.get(key, default)
+
+    def string(self, key: str, default: str) -> str:
+        value = self.raw.get(key, default)
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(self.prefix + key, "a non-empty string", value, f'write {key} = "..."')
+        return value
+
+    def integer(self, key: str, default: Optional[int], *, least: int) -> Optional[int]:
+        value = self.raw.get(key, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise _fail(self.prefix + key, f"an integer >= {least}", value,
+                        f"write e.g. {key} = {max(least, 1)}")
+        return value
+
+    def integers(self, key: str, default: list, *, least: int) -> list[int]:
+        values = self.raw.get(key, default)
+        if (not isinstance(values, list) or not values or len(set(values)) != len(values)
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < least
+                       for v in values)):
+            raise _fail(self.prefix + key, f"a non-empty list of distinct integers >= {least}",
+                        values, f"write e.g. {key} = [0, 1]")
+        return values
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key, default)
+        if not isinstance(value, bool):
+            raise _fail(self.prefix + key, "true or false", value, f"write {key} = true")
+        return value
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.raw.get(key, default)
+        if value not in choices:
+            raise UnknownNameError(f"study spec field {self.prefix}{key} expected one of "
+                                   f"{list(choices)}; got {value!r}. Fix: use one of those.")
+        return value
+
+    def names(self, key: str, default: list, valid: dict) -> list[str]:
+        values = self.raw.get(key, default)
+        if not isinstance(values, list) or len(set(map(str, values))) != len(values):
+            raise _fail(self.prefix + key, "a list of distinct measure names", values,
+                        f"write e.g. {key} = [\"nlc\"]")
+        for value in values:
+            if value not in valid:
+                raise UnknownNameError(
+                    f"study spec field {self.prefix}{key} expected names from {sorted(valid)}; "
+                    f"got {value!r}. Fix: use one of those.")
+        return values
+
+    def table(self, key: str) -> dict:
+        value = self.raw.get(key, {})
+        if not isinstance(value, dict):
+            raise _fail(self.prefix + key, "a table of keyword arguments", value,
+                        f"write {key} = {{depth = 5}}")
+        return value
+
+
+def _split(data: _Table) -> tuple[float, float, float]:
+    value = data.get("split", [0.6, 0.2, 0.2])
+    ok = (isinstance(value, list) and len(value) == 3
+          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                  for v in value) and abs(sum(value) - 1) < 1e-6)
+    if not ok:
+        raise _fail("data.split", "three positive fractions (train, validation, test) summing "
+                    "to 1", value, "write split = [0.6, 0.2, 0.2]")
+    return tuple(float(v) for v in value)
+
+
+def _explicit(arch: _Table) -> list[tuple[tuple[str, Any], ...]]:
+    entries = arch.get("explicit", [])
+    if not isinstance(entries, list):
+        raise _fail("architectures.explicit", "a list of tables", entries,
+                    "write explicit = [{width = 16, depth = 3}]")
+    out = []
+    for i, entry in enumerate(entries):
+        _Table(entry, f"architectures.explicit[{i}].", MLP_KEYS)
+        for key in ("width", "depth"):
+            if key not in entry:
+                raise _fail(f"architectures.explicit[{i}].{key}", "an integer >= 1", None,
+                            f"give every explicit architecture its {key}")
+        out.append(tuple(sorted(entry.items())))
+    return out
+
+
+def _auto_lr(training: _Table) -> tuple[float, int, float]:
+    if "lrs" in training.raw:
+        raise _fail("training.lrs", "either lrs or lr_start/lr_factor/n_lrs", "both",
+                    "keep one of the two")
+    factor, scale = training.get("lr_factor", 3.0), training.get("lr_scale", 1e-8)
+    for key, value, least in (("lr_factor", factor, 1.0), ("lr_scale", scale, 0.0)):
+        if not _positive_number(value) or value <= least:
+            raise _fail("training." + key, f"a finite number > {least:g}", value,
+                        "the paper used lr_factor = 3 and lr_scale = 1e-8")
+    return float(factor), training.integer("n_lrs", 40, least=1), float(scale)
+
+
+def _lrs(training: _Table) -> tuple[float, ...]:
+    if "lr_scale" in training.raw:
+        raise _fail("training.lr_scale", "lr_start = \"auto\" beside it", training.raw.get(
+            "lr_start"), "set lr_start = \"auto\" or drop lr_scale")
+    grid_keys = [k for k in ("lr_start", "lr_factor", "n_lrs") if k in training.raw]
+    if "lrs" in training.raw and grid_keys:
+        raise _fail("training.lrs", "either lrs or lr_start/lr_factor/n_lrs", "both",
+                    "keep one of the two")
+    if grid_keys:
+        start = training.get("lr_start", None)
+        factor = training.get("lr_factor", 3.0)
+        n = training.integer("n_lrs", 40, least=1)
+        for key, value, least in (("lr_start", start, 0.0), ("lr_factor", factor, 1.0)):
+            if not _positive_number(value) or value <= least:
+                raise _fail("training." + key, f"a finite number > {least:g}", value,
+                            "the paper used factor 3 and 40 rates")
+        return tuple(float(start) * float(factor) ** i for i in range(n))
+    values = training.get("lrs", [0.1])
+    if (not isinstance(values, list) or not values or len(set(values)) != len(values)
+            or not all(_positive_number(v) and v > 0 for v in values)):
+        raise _fail("training.lrs", "a non-empty list of distinct positive learning rates",
+                    values, "write lrs = [0.01, 0.03, 0.1]")
+    return tuple(float(v) for v in values)
+
+
+def _positive_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))

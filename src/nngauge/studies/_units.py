@@ -1,0 +1,285 @@
+"""Units of a study: what one worker does, and the plan of all of them.
+
+A unit is either
+
+- ``init``: build architecture ``arch_index`` with initialization seed ``seed`` and take the
+  spec's measures at initialization on the training inputs (the NLC paper computes NLC and
+  bias on the training set), or
+- ``train``: build the same initialized network and train it with :func:`nngauge.training.fit`
+  from starting learning rate ``lr`` (appendix E.2's protocol; with ``lr_start = "auto"`` the
+  rate is ``smallest_lr(network) * factor ** lr_index``), recording validation and test errors.
+
+Every random choice of a unit comes from seeds derived (by hashing) from the study seed, the
+architecture index and the unit's seed, so a unit's results depend only on its key: the same on
+any machine, in any order, under any executor. Workers use one torch thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Optional
+
+from nngauge.errors import InvalidInputError, NNGaugeError
+from nngauge.studies._spec import StudySpec
+
+Kind = Literal["init", "train"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """An architecture of the study: :func:`nngauge.nn.mlp` arguments (``config``, the
+    ``MLPConfig`` as a dict) and, for sampled ones, the sampler's description."""
+
+    index: int
+    config: dict
+    description: Optional[dict] = None
+
+    @property
+    def skip(self) -> bool:
+        return self.config.get("skip") is not None
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of work; ``key`` is its identity in the results database."""
+
+    key: str
+    kind: Kind
+    arch_index: int
+    seed: int
+    lr: Optional[float] = None
+    lr_index: Optional[int] = None
+    """Position in the learning-rate grid (training units); with an automatic grid ``lr`` is
+    None and the unit computes its rate."""
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    """Everything a worker needs for one unit (picklable)."""
+
+    spec: StudySpec
+    architecture: Architecture
+    unit: Unit
+
+
+UnitRunner = Callable[[UnitTask], dict]
+"""``runner(task) -> {"measures": {name: value}, "train": {...} or None, "seconds": s}``."""
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 63-bit seed from any parts, stable across processes and machines.
+
+    Example:
+        >>> derive_seed(0, "init", 3) == derive_seed(0, "init", 3) != derive_seed(0, "init", 4)
+        True
+    """
+    text = "/".join(map(repr, parts)).encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1
+
+
+def plan_units(spec: StudySpec) -> list[Unit]:
+    """All units of a study, in order: per architecture and seed, init then the rates.
+
+    Example:
+        >>> from nngauge.studies._spec import parse_spec
+        >>> spec = parse_spec({"architectures": {"explicit": [{"width": 4, "depth": 2}]},
+        ...                    "training": {"lrs": [0.1, 0.3]}})
+        >>> [(u.kind, u.lr) for u in plan_units(spec)]
+        [('init', None), ('train', 0.1), ('train', 0.3)]
+    """
+    units = []
+    for index in range(spec.architectures.count):
+        for seed in spec.seeds:
+            if spec.measures.names:
+                units.append(_unit(spec, "init", index, seed))
+            if spec.training.enabled:
+                auto = spec.training.auto_lr
+                rates = [None] * auto[1] if auto else spec.training.lrs
+                units.extend(_unit(spec, "train", index, seed, lr, i)
+                             for i, lr in enumerate(rates))
+    return units
+
+
+def _unit(spec: StudySpec, kind: Kind, index: int, seed: int, lr: Optional[float] = None,
+          lr_index: Optional[int] = None) -> Unit:
+    content = (spec.study_id, kind, index, seed, lr, lr_index)
+    key = hashlib.sha256(repr(content).encode()).hexdigest()[:24]
+    return Unit(key, kind, index, seed, lr, lr_index)
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+@functools.lru_cache(maxsize=4)
+def study_data(spec_data, seed: int):
+    """(train, val, test) :class:`LabelledData` of the spec, split and preprocessed (cached
+    per process: workers load it once)."""
+    from nngauge._internal.sources import load_data
+    from nngauge.data import preprocess, split, standardize
+
+    source = load_data(spec_data.source, seed=seed, n=spec_data.n)
+    if source.labels is None or source.labels.is_floating_point():
+        raise InvalidInputError(f"study spec field data.source expected a data set with integer "
+                                f"class labels; got {spec_data.source!r} without them. Fix: "
+                                "save labels beside the inputs (key 'labels').")
+    parts = split(source.as_pair(), spec_data.split, seed=seed)
+    if spec_data.preprocess == "standardize":
+        parts = standardize(*parts).data
+    elif spec_data.preprocess == "pca":
+        parts = preprocess(*parts, seed=seed).data
+    return parts
+
+
+def resolve_architectures(spec: StudySpec) -> list[Architecture]:
+    """The study's architectures: sampled ones first (index 0..sample-1), then explicit ones.
+
+    Input and output widths come from the (preprocessed) data. An explicit entry that
+    :func:`nngauge.nn.mlp` rejects raises an error naming the entry.
+    """
+    from nngauge.nn import mlp
+
+    parts = study_data(spec.data, spec.seed)
+    d_in = int(parts[0].inputs.shape[1])
+    d_out = max(int(part.labels.max()) for part in parts) + 1
+    out = []
+    if spec.architectures.sample:
+        sample_architecture = _sampler()
+        overrides = dict(spec.architectures.overrides)
+        for index in range(spec.architectures.sample):
+            generator = _generator(derive_seed(spec.seed, "architecture", index))
+            try:
+                model, description = sample_architecture(generator, d_in, d_out, **overrides)
+            except TypeError as exc:
+                raise InvalidInputError(f"study spec field architectures.overrides expected "
+                                        f"keywords of sample_architecture(); got "
+                                        f"{overrides!r} ({exc}). Fix: check their names.") from None
+            out.append(Architecture(index, model.config.to_dict(), description.to_dict()))
+    for i, entry in enumerate(spec.architectures.explicit):
+        try:
+            model = mlp(d_in, d_out=d_out, **dict(entry))
+        except (NNGaugeError, TypeError) as exc:
+            raise InvalidInputError(f"study spec field architectures.explicit[{i}] is not a "
+                                    f"valid mlp(): {exc}") from None
+        out.append(Architecture(len(out), model.config.to_dict()))
+    return out
+
+
+def _sampler():
+    try:
+        from nngauge.nn._sampler import sample_architecture
+    except ImportError:
+        raise InvalidInputError("study spec field architectures.sample needs "
+                                "nngauge.nn.sample_architecture, which this installation lacks; "
+                                "got sample > 0. Fix: list architectures under "
+                                "architectures.explicit.") from None
+    return sample_architecture
+
+
+def _generator(seed: int):
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+def build_model(task: UnitTask):
+    """The unit's network at initialization: the same weights for every unit of one
+    (architecture, seed)."""
+    from nngauge.nn import mlp
+
+    import torch
+
+    config = dict(task.architecture.config)
+    spec = task.spec
+    return mlp(config.pop("d_in"), config.pop("width"), config.pop("depth"), config.pop("d_out"),
+               generator=_generator(derive_seed(spec.seed, "init", task.unit.arch_index,
+                                                task.unit.seed)),
+               dtype=getattr(torch, spec.dtype), **config)
+
+
+# ---------------------------------------------------------------------------------- running
+
+
+def run_unit(task: UnitTask) -> dict:
+    """Run one unit (the default runner of every executor); see :data:`UnitRunner`."""
+    started = time.perf_counter()
+    train, val, test = study_data(task.spec.data, task.spec.seed)
+    model = build_model(task)
+    unit = task.unit
+    if unit.kind == "init":
+        generator = _generator(derive_seed(task.spec.seed, "measure", unit.arch_index, unit.seed))
+        measures = {}
+        for name in task.spec.measures.names:
+            measures.update(_MEASURE_RUNNERS[name](model, train, task.spec.measures.batch_size,
+                                                   generator))
+        return {"measures": measures, "train": None,
+                "seconds": time.perf_counter() - started}
+    from nngauge.training import fit, smallest_lr
+
+    t = task.spec.training
+    lr = unit.lr
+    if lr is None:  # the paper's grid, from this network's smallest rate (E.2)
+        factor, _, scale = t.auto_lr
+        start = smallest_lr(model, train, optimizer=t.optimizer, batch_size=t.batch_size,
+                            scale=scale, loss_scaling=t.loss_scaling,
+                            generator=_generator(derive_seed(task.spec.seed, "smallest_lr",
+                                                             unit.arch_index, unit.seed)))
+        lr = start * factor ** unit.lr_index
+    result = fit(model, train, val, test=test, lr=lr, optimizer=t.optimizer,
+                 batch_size=t.batch_size, max_epochs=t.max_epochs, patience=t.patience,
+                 decay_patience=t.decay_patience, n_decays=t.n_decays,
+                 loss_scaling=t.loss_scaling,
+                 generator=_generator(derive_seed(task.spec.seed, "train", unit.arch_index,
+                                                  unit.seed, unit.lr)))
+    return {"measures": {},
+            "train": {"lr": lr, "best_val_error": result.best_val_error, "test_error": result.test_error,
+                      "train_error": result.train_error, "epochs": result.epochs,
+                      "diverged": result.diverged},
+            "seconds": time.perf_counter() - started}
+
+
+def _nlc(model, train, batch_size, generator):
+    from nngauge.measures import nlc
+
+    r = nlc(model, train, batch_size=batch_size, generator=generator)
+    return {"nlc": r.nlc, "output_bias": r.output_bias}
+
+
+def _jacobian_norm(model, train, batch_size, generator):
+    from nngauge.measures import jacobian_norm
+
+    return {"jacobian_norm": jacobian_norm(model, train, batch_size=batch_size,
+                                           generator=generator).norm}
+
+
+def _correlations(model, train, batch_size, generator):
+    from nngauge.measures import correlations
+
+    return {"rho_max": correlations(model, train).rho_max}
+
+
+def _kernel_conditioning(model, train, batch_size, generator):
+    from nngauge.measures import kernel_conditioning
+
+    # the top hidden layer's conjugate kernel (deep-conditioning's NNGP): the output layer's
+    # kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w
+    depth, width = model.config.depth, model.config.width
+    hidden = [row for row in kernel_conditioning(model, train, max_samples=min(200, width)).layers
+              if row.name.startswith("layers.") and row.name != f"layers.{depth - 1}.linear"]
+    return {"kernel_condition_number": hidden[-1].condition_number if hidden else math.nan}
+
+
+def _gradient_metrics(model, train, batch_size, generator):
+    from nngauge.measures import gradient_metrics
+
+    r = gradient_metrics(model, train, batch_size=batch_size, generator=generator)
+    return {"gvcs": r.gvcs, "gradient_length": r.gradient_length, "lipschitz": r.lipschitz}
+
+
+_MEASURE_RUNNERS = {"nlc": _nlc, "jacobian_norm": _jacobian_norm, "correlations": _correlations,
+                    "kernel_conditioning": _kernel_conditioning,
+                    "gradient_metrics": _gradient_metrics}
+"""Measure name -> runner returning the columns :data:`MEASURES` lists for it."""

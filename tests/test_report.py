@@ -1,0 +1,346 @@
+"""nngauge report: verdicts on healthy and pathological networks, numbers equal to the
+functional measures, escaping, failed sections, and the CLI's exit codes."""
+
+import json
+import math
+import sys
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from nngauge import correlations, jacobian_norm, kernel_conditioning, nlc_profile
+from nngauge._internal.sources import load_data, load_model
+from nngauge.cli._app import main
+from nngauge.errors import NNGaugeError
+from nngauge.nn import mlp
+from nngauge.report import NotApplicable, SectionBuilder, SectionOutput, build_report
+from nngauge.theory import critical_init
+
+
+def _gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture(scope="module")
+def wave():
+    return load_data("waveform", n=500, seed=0)
+
+
+def _by_key(report):
+    return {v.key: v for v in report.verdicts}
+
+
+@pytest.mark.slow
+def test_healthy_shallow_critical_tanh_is_ok(wave):
+    sigma_w, sigma_b = critical_init("tanh", sigma_b=0.05 ** 0.5, arch="mlp")
+    net = mlp(40, 100, 3, 3, activation="tanh", sigma_w=sigma_w, bias_std=sigma_b,
+              generator=_gen())
+    report = build_report(net, wave.as_pair())
+    verdicts = _by_key(report)
+    assert {v.status for v in report.verdicts} == {"ok"}, [
+        (v.key, v.status, v.message) for v in report.verdicts]
+    assert 1.0 <= verdicts["nlc"].value <= 3.0
+    assert "critical" in verdicts["theory"].message
+    assert report.status == "ok"
+    assert {s.key: s.status for s in report.sections}["theory"] == "ok"
+
+
+@pytest.mark.slow
+def test_deep_batchnorm_relu_nlc_explodes_with_fix(wave):
+    net = mlp(40, 100, 30, 3, activation="relu", norm="batch", generator=_gen())
+    verdicts = _by_key(build_report(net, wave.as_pair(), quick=True))
+    nlc = verdicts["nlc"]
+    assert nlc.status == "bad" and nlc.value > 10
+    assert "fewer layers" in nlc.fix and "skip connections" in nlc.fix
+    # the suggested depth is where the measured profile crosses 3
+    profile = nlc_profile(net, wave.as_pair(), n_batches=1, generator=_gen())
+    acts = [row.nlc for row in profile.layers if row.name.endswith(".act")]
+    within = next(i for i, v in enumerate(acts) if v > 3)
+    assert f"about {within + 1} layers" in nlc.fix
+    assert verdicts["jacobian"].status in ("warn", "bad") and "explodes" in verdicts[
+        "jacobian"].message
+
+
+@pytest.mark.slow
+def test_deep_relu_without_norm_shrinks_with_critical_init_fix(wave):
+    net = mlp(40, 100, 30, 3, activation="relu", generator=_gen())
+    verdicts = _by_key(build_report(net, wave.as_pair(), quick=True))
+    assert verdicts["shrinkage"].status in ("warn", "bad")
+    assert "critical initialization" in verdicts["shrinkage"].fix
+    assert verdicts["jacobian"].status == "bad" and "vanishes" in verdicts["jacobian"].message
+    assert verdicts["kernel"].status in ("warn", "bad") and "NormReLU" in verdicts["kernel"].fix
+    # He initialization: the critical relu MLP without bias has sigma_w^2 E[relu'(z)^2] = 1
+    theory = verdicts["theory"]
+    assert theory.status == "warn" and f"sigma_w={math.sqrt(2):.4g}" in theory.fix
+
+
+def test_json_numbers_equal_the_functional_measures(wave, tmp_path):
+    net = mlp(40, 64, 4, 3, activation="tanh", norm="layer", bias_std=0.2, generator=_gen())
+    report = build_report(net, wave.as_pair(), seed=5, quick=True)
+    out = json.loads(report.to_json())
+    s = report.settings
+    prof = nlc_profile(net, wave.as_pair(), batch_size=s.batch_size, n_batches=s.n_batches,
+                       generator=_gen(5))
+    corr = correlations(net, wave.as_pair(), max_samples=s.correlation_samples)
+    linear = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
+    jac = jacobian_norm(net, wave.as_pair(), ord="op", rms=True, layers=linear,
+                        batch_size=s.jacobian_samples, n_batches=1, n_iter=s.power_iterations,
+                        generator=_gen(5))
+    kern = kernel_conditioning(net, wave.as_pair(), max_samples=s.kernel_samples)
+    sections = out["sections"]
+    assert sections["nlc"]["result"] == json.loads(json.dumps(prof.to_dict()))
+    assert sections["correlations"]["result"] == json.loads(json.dumps(corr.to_dict()))
+    assert sections["jacobian"]["result"] == json.loads(json.dumps(jac.to_dict()))
+    assert sections["kernels"]["result"]["layers"][1]["condition_number"] == pytest.approx(
+        kern.layers[1].condition_number, rel=1e-12)
+    verdicts = {v["key"]: v for v in out["verdicts"]}
+    assert verdicts["nlc"]["value"] == prof.layers[-1].nlc
+    assert verdicts["output_bias"]["value"] == prof.layers[-1].output_bias
+    assert verdicts["shrinkage"]["value"] == corr.rho_max
+    assert set(out["timings"]) == {sec.key for sec in report.sections}
+
+
+def test_user_strings_are_escaped():
+    net = nn.Sequential()
+    net.add_module("lin<script>alert(1)</script>", nn.Linear(4, 8))
+    net.add_module("act", nn.Tanh())
+    net.add_module("out", nn.Linear(8, 2))
+    report = build_report(net, torch.randn(40, 4, generator=_gen()), quick=True,
+                          model_name="models/<script>evil()</script>.py:build")
+    html = report.to_html()
+    assert "<script" not in html
+    assert "&lt;script&gt;evil()&lt;/script&gt;" in html
+    assert "lin&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "://" not in html  # no external URL: plots are inline data URIs
+
+
+class _Detached(nn.Module):
+    """Runs, but its output has no gradient path to the input: gradient measures fail."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)).detach()
+
+
+def test_failing_measures_become_failed_sections_not_a_crash():
+    report = build_report(_Detached(), torch.randn(30, 4, generator=_gen()), quick=True)
+    status = {s.key: s for s in report.sections}
+    assert status["nlc"].status == "failed" and "differentiab" in status["nlc"].error
+    assert status["correlations"].status == "ok"
+    assert _by_key(report)["nlc"].status == "n/a"
+    html = report.to_html()
+    assert 'class="section failed"' in html and "This measure failed" in html
+
+
+def test_custom_section_builders_failed_and_skipped():
+    def broken(ctx):
+        raise RuntimeError("kaputt")
+
+    def absent(ctx):
+        raise NotApplicable("not for this model")
+
+    def fine(ctx):
+        return SectionOutput(result={"answer": 42}, notes=["fine"])
+
+    report = build_report(nn.Linear(3, 2), torch.randn(10, 3), sections=[
+        SectionBuilder("broken", "Broken", "-", broken),
+        SectionBuilder("absent", "Absent", "-", absent),
+        SectionBuilder("fine", "Fine", "-", fine)])
+    sections = {s.key: s for s in report.sections}
+    assert sections["broken"].status == "failed" and "kaputt" in sections["broken"].error
+    assert sections["absent"].status == "skipped"
+    assert report.to_dict()["sections"]["fine"]["result"] == {"answer": 42}
+
+
+def test_model_state_is_restored(wave):
+    net = mlp(40, 32, 4, 3, activation="relu", norm="batch", generator=_gen())
+    net.eval()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    build_report(net, wave.as_pair(), quick=True)
+    assert not net.training
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    assert all(p.requires_grad for p in net.parameters())
+
+
+def test_wrong_width_raises_one_clear_error():
+    with pytest.raises(NNGaugeError) as err:
+        build_report(mlp(10, 8, 2, 2), torch.randn(20, 7))
+    assert "build_report()" in str(err.value) and "(2, 7)" in str(err.value)
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def _cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["nngauge", "report", *args])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    captured = capsys.readouterr()
+    return exit_.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("model, data, match", [
+    ("missing.py:build", "gaussian:d=4,n=20", "not found"),
+    ("{bad}:build", "gaussian:d=4,n=20", "broken import"),
+    ("{none}:build", "gaussian:d=4,n=20", "nn.Module"),
+    ("mlp:d_in=10,depth=2,width=8", "gaussian:d=4,n=20", "shape (2, 4)"),
+    ("resnet:depth=3", "gaussian:d=4,n=20", "built-in"),
+    ("mlp:depth=2,widht=3", "gaussian:d=4,n=20", "'width'"),
+    ("{pickle}", "gaussian:d=4,n=20", "--trust-pickle"),
+    ("mlp:depth=2", "imagenet", "data set"),
+])
+def test_cli_bad_inputs_exit_2_with_one_line(monkeypatch, capsys, tmp_path, model, data, match):
+    (tmp_path / "bad.py").write_text("raise ImportError('broken import')\n")
+    (tmp_path / "none.py").write_text("def build():\n    return 'not a model'\n")
+    torch.save(nn.Linear(4, 2), tmp_path / "full.pt")
+    model = model.format(bad=tmp_path / "bad.py", none=tmp_path / "none.py",
+                         pickle=tmp_path / "full.pt")
+    code, out, err = _cli(monkeypatch, capsys, model, "--data", data, "--out",
+                          str(tmp_path / "r.html"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0], err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_cli_writes_html_and_json(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("import torch\ndef build():\n    torch.manual_seed(0)\n"
+                    "    return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),"
+                    " torch.nn.Linear(16, 2))\n")
+    monkeypatch.setattr(sys, "argv", ["nngauge", "report", f"{path}:build", "--data",
+                                      "gaussian:d=6,n=200", "--out", str(tmp_path / "r.html"),
+                                      "--json", str(tmp_path / "r.json"), "--quick"])
+    main()
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "wrote" in out  # no progress bar when not a terminal
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["model"] == f"{path}:build" and len(data["verdicts"]) == 6
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_cli_escapes_a_model_path_with_markup(monkeypatch, capsys, tmp_path):
+    folder = tmp_path / "<script>alert(1)"  # a directory name cannot hold "/"
+    folder.mkdir()
+    (folder / "net.py").write_text("import torch\ndef build():\n"
+                                   "    return torch.nn.Sequential(torch.nn.Linear(5, 2))\n")
+    monkeypatch.setattr(sys, "argv", ["nngauge", "report", f"{folder / 'net.py'}:build",
+                                      "--data", "gaussian:d=5,n=50", "--quick", "--out",
+                                      str(tmp_path / "r.html")])
+    main()
+    html = (tmp_path / "r.html").read_text()
+    assert "<script" not in html and "&lt;script&gt;alert(1)" in html
+
+
+@pytest.mark.slow
+def test_readme_command_is_fast(monkeypatch, capsys, tmp_path):
+    # CPU time, not wall time: the report must take < 30 s of compute, however busy the
+    # shared test machine is (wall time on an idle 2-core machine: ~3-6 s)
+    start = time.process_time()
+    monkeypatch.setattr(sys, "argv", [
+        "nngauge", "report", "mlp:depth=10,width=100,activation=relu,norm=batch", "--data",
+        "waveform", "--out", str(tmp_path / "report.html"), "--json", str(tmp_path / "r.json")])
+    main()
+    assert time.process_time() - start < 30
+    data = json.loads((tmp_path / "r.json").read_text())
+    model = load_model("mlp:depth=10,width=100,activation=relu,norm=batch",
+                       data=load_data("waveform"))
+    prof = nlc_profile(model, load_data("waveform").as_pair(), generator=_gen(0))
+    assert data["sections"]["nlc"]["result"]["layers"][-1]["nlc"] == prof.layers[-1].nlc
+
+
+def _sections(report):
+    return {s.key: s for s in report.sections}
+
+
+def test_expressivity_hooks_skip_when_the_measures_are_missing(monkeypatch):
+    for name in ("nngauge.measures._trajectory", "nngauge.measures._transitions"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    report = build_report(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)),
+                          torch.randn(20, 3, generator=_gen()), quick=True)
+    sections = _sections(report)
+    assert sections["trajectory"].status == "skipped" and "trajectory_length" in sections[
+        "trajectory"].error
+    assert sections["transitions"].status == "skipped"
+
+
+def test_expressivity_hooks_render_the_measures(monkeypatch):
+    """The hooks call trajectory_length(model, line(x0, x1, n)) and transitions(model, x0, x1)
+    (the public API of DESIGN.md); stand-ins record the calls."""
+    import types
+    from dataclasses import dataclass
+
+    calls = {}
+
+    @dataclass(frozen=True)
+    class Lengths:
+        lengths: tuple
+
+        def to_dict(self):
+            return {"lengths": list(self.lengths)}
+
+    @dataclass(frozen=True)
+    class Transitions:
+        n_patterns: int
+        per_layer: dict
+
+        def to_dict(self):
+            return {"n_patterns": self.n_patterns, "per_layer": self.per_layer}
+
+    def line(x0, x1, n):
+        calls["line"] = (x0, x1, n)
+        return torch.stack([x0 + t * (x1 - x0) for t in torch.linspace(0, 1, n)])
+
+    def trajectory_length(model, trajectory):
+        calls["trajectory_length"] = len(trajectory)
+        return Lengths((1.0, 2.0, 4.0))
+
+    def transitions(model, x0, x1, method="exact"):
+        calls["transitions"] = method
+        return Transitions(7, {"1": 3, "3": 4})
+
+    monkeypatch.setitem(sys.modules, "nngauge.trajectories", types.SimpleNamespace(line=line))
+    monkeypatch.setitem(sys.modules, "nngauge.measures._trajectory",
+                        types.SimpleNamespace(trajectory_length=trajectory_length))
+    monkeypatch.setitem(sys.modules, "nngauge.measures._transitions",
+                        types.SimpleNamespace(transitions=transitions))
+    x = torch.randn(20, 3, generator=_gen())
+    report = build_report(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), x,
+                          quick=True)
+    sections = _sections(report)
+    assert sections["trajectory"].status == "ok" and sections["transitions"].status == "ok"
+    assert torch.equal(calls["line"][0], x[0]) and calls["trajectory_length"] == 200
+    assert calls["transitions"] == "exact"
+    assert report.to_dict()["sections"]["transitions"]["result"]["n_patterns"] == 7
+    assert "7 distinct activation patterns" in report.to_html()
+
+
+@pytest.mark.slow
+def test_correlation_overlay_matches_a_wide_layernorm_network():
+    """Infinite-width theory (shrinkage paper eq. 2.3) vs a width-800 LayerNorm tanh MLP: the
+    mean pairwise correlation per linear layer agrees to Monte Carlo accuracy (~1/sqrt(width)
+    fluctuations of each cosine, averaged over 4950 pairs)."""
+    from nngauge.report import SECTION_BUILDERS
+    from nngauge.report._sections import Context, _theory_correlations
+
+    x = load_data("gaussian:d=40,n=100", seed=1).inputs
+    sigma_w, sigma_b = critical_init("tanh", sigma_b=0.3, arch="layernorm")
+    net = mlp(40, 800, 5, 2, activation="tanh", norm="layer", sigma_w=sigma_w,
+              bias_std=sigma_b, generator=_gen(2))
+    report = build_report(net, x, quick=True,
+                          sections=[s for s in SECTION_BUILDERS if s.key == "correlations"])
+    section = report.sections[0]
+    assert len(section.output.figures) == 1
+    measured = {row.name: row.mean for row in section.output.result.layers}
+    overlay = _theory_correlations(Context(net, x, x, report.settings), list(measured))
+    pairs = [(measured[n], t) for n, t in zip(measured, overlay) if t is not None]
+    assert len(pairs) == 4  # the hidden linear layers (the 2-unit read-out is not wide)
+    assert pairs[0][0] == pytest.approx(pairs[0][1], abs=1e-6)  # the starting point
+    for got, predicted in pairs[1:]:
+        assert got == pytest.approx(predicted, abs=0.03)
+    assert pairs[-1][1] > pairs[1][1] + 0.1  # correlations do rise with depth: not trivial

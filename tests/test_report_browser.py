@@ -1,0 +1,91 @@
+"""The report in a real browser: headless Chromium loads it without console errors, the
+verdict panel and every plot are in the DOM, and the screenshot is not blank.
+
+Needs Chromium (Debian: ``apt-get install chromium``); without it these tests fail, saying so.
+"""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from nngauge.nn import mlp
+from nngauge.report import build_report
+
+CONSOLE = re.compile(r":CONSOLE|Uncaught|Page load failed", re.IGNORECASE)
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    if found is None:
+        pytest.fail("Chromium is needed for the browser tests of the report: install it with "
+                    "'apt-get install chromium' (Debian/Ubuntu) so that 'chromium' is on PATH.")
+    return found
+
+
+def _run(page: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+         "--v=0", "--window-size=1280,2000", *flags, page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+
+
+def _console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if CONSOLE.search(line)]
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    net = mlp(12, 48, 6, 3, activation="relu", norm="batch",
+              generator=torch.Generator().manual_seed(0))
+    x = torch.randn(200, 12, generator=torch.Generator().manual_seed(1))
+    report = build_report(net, x, quick=True, model_name="<b>model</b>")
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    report.save(path)
+    return report, path
+
+
+def test_error_detection_catches_a_broken_page(tmp_path):
+    control = tmp_path / "control.html"
+    control.write_text("<!DOCTYPE html><html><body><p>control</p><script>"
+                       "console.error('nngauge-control'); throw new Error('boom');"
+                       "</script></body></html>")
+    errors = _console_errors(_run(control, "--dump-dom").stderr)
+    assert any("nngauge-control" in e for e in errors)
+    assert any("boom" in e for e in errors)
+
+
+@pytest.mark.slow
+def test_page_loads_without_console_errors_with_panel_and_plots(page):
+    report, path = page
+    result = _run(path, "--dump-dom")
+    assert result.returncode == 0, result.stderr
+    assert _console_errors(result.stderr) == []
+    dom = result.stdout
+    assert 'id="verdicts"' in dom
+    assert dom.count('class="verdict status-') == len(report.verdicts) == 6
+    n_figures = sum(len(s.output.figures) for s in report.sections)
+    assert n_figures >= 5  # NLC, correlations, Jacobian, kernels, theory
+    assert len(re.findall(r'<img class="plot"[^>]*src="data:image/png;base64,', dom)) == n_figures
+    for key in ("nlc", "correlations", "jacobian", "kernels", "theory"):
+        assert f'id="section-{key}"' in dom
+    assert "&lt;b&gt;model&lt;/b&gt;" in dom
+
+
+@pytest.mark.slow
+def test_screenshot_is_not_blank(page, tmp_path):
+    import matplotlib.image
+
+    _, path = page
+    shot = tmp_path / "shot.png"
+    result = _run(path, f"--screenshot={shot}")
+    assert result.returncode == 0 and shot.exists(), result.stderr
+    assert _console_errors(result.stderr) == []
+    pixels = matplotlib.image.imread(shot)
+    assert pixels.shape[0] == 2000 and pixels.shape[1] == 1280
+    assert pixels[..., :3].std() > 0.05  # text, coloured panels and plots, not a blank page

@@ -1,0 +1,275 @@
+"""``nngauge reproduce``: the registry, the files it writes, and the papers' numbers and claims.
+
+Expected values are transcribed by hand from the papers (NLC paper Table 1 and Table 2) or are
+closed forms (eq. 4.1 of the shrinkage paper, NLC_relu(1) = 1 / sqrt(1 - 1/pi)); the claims
+tested are the ones the papers state (Theorem 1's direction; deep-conditioning's corollaries).
+"""
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+
+from nngauge.errors import InvalidInputError, NNGaugeError, UnknownNameError
+from nngauge.reproduce import REPRODUCTIONS, get, names
+
+OURS = ("nlc-table1", "nlc-table2", "shrinkage-figure2", "conditioning-depth")
+
+# NLC paper, Table 1, transcribed as printed (strings keep the printed precision).
+TABLE1_ACTIVATIONS = ("relu", "selu", "tanh", "sigmoid", "even_tanh", "gaussian", "square",
+                      "odd_square")
+TABLE1_A = ("1.211", "1.035", "1.085", "1.017", "2.335", "1.577", "1.414", "1.155")
+TABLE1_E = ("0.222", "0.030", "0.075", "0.0024", "0.276", "0.155", "2.000", "0.178")
+TABLE2_PAPER = {2: 1.22, 5: 2.25, 10: 5.97, 15: 15.2, 20: 37.7, 25: 95.8, 50: 9952}
+
+
+def half_unit(printed: str) -> float:
+    """Half a unit in the last printed digit: the rounding error of a printed number."""
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    return 0.5 * 10.0 ** -decimals
+
+
+def tolerance(act: str, row: str, printed: str) -> float:
+    """The printed rounding, except sigmoid's row E: its exact value is 0.002347 (checked by
+    brute force in test_sigmoid_row_e_is_exact), one unit below the paper's last digit."""
+    return half_unit(printed) * (2 if (act, row) == ("sigmoid", "E") else 1) + 1e-12
+
+
+def run(name, tmp_path_factory):
+    out = tmp_path_factory.mktemp(name)
+    return get(name).run(out, scale="small", generator=torch.Generator().manual_seed(0))
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def check_files(result, columns, n_rows):
+    from matplotlib.image import imread
+
+    assert result.csv_path.name == f"{result.name}.csv"
+    rows = read_csv(result.csv_path)
+    assert tuple(rows[0]) == columns
+    assert len(rows) == n_rows
+    image = imread(result.png_path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert image[..., :3].std() > 0  # not a blank canvas
+    return rows
+
+
+@pytest.fixture(scope="module")
+def table1(tmp_path_factory):
+    return run("nlc-table1", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def table2(tmp_path_factory):
+    return run("nlc-table2", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def shrinkage(tmp_path_factory):
+    return run("shrinkage-figure2", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def conditioning(tmp_path_factory):
+    return run("conditioning-depth", tmp_path_factory)
+
+
+# --- registry and errors ---------------------------------------------------------------------
+
+def test_registry_lists_every_reproduction_with_both_scales():
+    assert set(OURS) <= set(names())
+    assert names() == list(REPRODUCTIONS)
+    for name in names():
+        record = get(name)
+        assert record.name == name
+        assert record.paper and record.target and record.description and record.small_runtime
+        assert set(record.differences) == {"small", "paper"}
+        assert all(record.differences[scale] for scale in ("small", "paper"))
+
+
+def test_unknown_name_lists_the_known_ones():
+    with pytest.raises(UnknownNameError) as info:
+        get("nlc-table9")
+    assert isinstance(info.value, NNGaugeError)
+    message = str(info.value)
+    assert "nlc-table9" in message and all(name in message for name in OURS)
+    assert "Fix:" in message
+
+
+def test_bad_scale_and_file_as_out_dir(tmp_path):
+    with pytest.raises(InvalidInputError, match="scale"):
+        get("nlc-table1").run(tmp_path, scale="huge")
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    with pytest.raises(InvalidInputError, match="directory"):
+        get("nlc-table1").run(a_file)
+
+
+# --- nlc-table1 ------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_table1_writes_csv_and_png(table1):
+    rows = check_files(table1, ("activation", "row", "quantity", "ours", "paper"), 8 * 5)
+    assert [r["activation"] for r in rows[::5]] == list(TABLE1_ACTIVATIONS)
+    assert [r["row"] for r in rows[:5]] == list("ABCDE")
+
+
+@pytest.mark.slow
+def test_table1_rows_a_and_e_equal_the_papers_table(table1):
+    value = {(r[0], r[1]): r[3] for r in table1.computed.rows}
+    for act, a, e in zip(TABLE1_ACTIVATIONS, TABLE1_A, TABLE1_E):
+        assert abs(value[act, "A"] - float(a)) <= tolerance(act, "A", a), act
+        assert abs(value[act, "E"] - float(e)) <= tolerance(act, "E", e), act
+
+
+@pytest.mark.slow
+def test_sigmoid_row_e_is_exact(table1):
+    """Brute force: least squares affine fit of sigmoid on 2e6 Gaussian samples."""
+    s = np.random.default_rng(0).standard_normal(2_000_000)
+    t = 1.0 / (1.0 + np.exp(-s))
+    design = np.stack([np.ones_like(s), s], axis=1)
+    fit = design @ np.linalg.lstsq(design, t, rcond=None)[0]
+    brute = np.mean((t - fit) ** 2) / np.mean(fit ** 2)
+    value = {(r[0], r[1]): r[3] for r in table1.computed.rows}
+    assert value["sigmoid", "E"] == pytest.approx(brute, rel=0.01)
+
+
+@pytest.mark.slow
+def test_table1_measured_rows_follow_the_papers_claims(table1):
+    value = {(r[0], r[1]): r[3] for r in table1.computed.rows}
+    for act in TABLE1_ACTIVATIONS:
+        # section 5: the 2-layer batchnorm network's NLC closely matches NLC_tau(1) (row B ~ A)
+        assert value[act, "B"] == pytest.approx(value[act, "A"], rel=0.05), act
+        assert value[act, "C"] == pytest.approx(value[act, "A"] ** 48, rel=1e-12)
+    for act in ("relu", "selu", "tanh", "sigmoid", "even_tanh", "gaussian"):
+        # "for 6 out of 8 activation functions, this NLC (line D) closely matches line C"
+        assert 0.5 < value[act, "D"] / value[act, "C"] < 2.0, act
+    for act in ("square", "odd_square"):  # unstable: far above the compounding prediction
+        assert value[act, "D"] > 10 * value[act, "C"], act
+
+
+@pytest.mark.slow
+def test_table1_through_the_cli_prints_rows_a_and_e_as_the_paper(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "nngauge", "reproduce", "nlc-table1", "--out", str(tmp_path),
+         "--seed", "1"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "nlc-table1.csv").exists() and (tmp_path / "nlc-table1.png").exists()
+    printed = {}
+    for line in out.stdout.splitlines():
+        cells = [c.strip() for c in line.split("│") if c.strip()]
+        if len(cells) >= 3 and cells[0][:2] in ("A ", "E "):
+            printed[cells[0][0], cells[0].split(": ")[-1]] = (float(cells[1]), float(cells[2]))
+    for act, a, e in zip(TABLE1_ACTIVATIONS, TABLE1_A, TABLE1_E):
+        for row, paper in (("A", a), ("E", e)):
+            ours, shown_paper = printed[row, act]
+            assert shown_paper == float(paper)
+            assert abs(ours - float(paper)) <= tolerance(act, row, paper), (row, act)
+    assert "Differs from the paper" in out.stdout and "CIFAR10" in out.stdout
+
+
+def test_cli_list_and_unknown_name():
+    env = {**os.environ, "COLUMNS": "200"}
+    listed = subprocess.run([sys.executable, "-m", "nngauge", "reproduce", "--list"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    for name in OURS:
+        assert name in listed.stdout
+    assert "Table 1" in listed.stdout and "Figure 2" in listed.stdout
+    bad = subprocess.run([sys.executable, "-m", "nngauge", "reproduce", "nope"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert bad.returncode == 2
+    assert "nlc-table1" in bad.stderr and "nope" in bad.stderr
+
+
+# --- nlc-table2 ------------------------------------------------------------------------------
+
+def test_table2_nlc_grows_with_depth_like_the_paper(table2):
+    rows = check_files(table2, ("depth", "nlc", "paper", "nlc_relu_1_power"), 7)
+    depth = [int(r["depth"]) for r in rows]
+    nlc = [float(r["nlc"]) for r in rows]
+    assert depth == sorted(TABLE2_PAPER)
+    assert all(b > a for a, b in zip(nlc, nlc[1:]))
+    assert [float(r["paper"]) for r in rows] == [TABLE2_PAPER[d] for d in depth]
+    relu_nlc = 1.0 / math.sqrt(1.0 - 1.0 / math.pi)  # sqrt(E relu'^2) / std(relu), z ~ N(0,1)
+    assert nlc[0] == pytest.approx(relu_nlc, rel=0.03)
+    for d, value in zip(depth, nlc):  # Gaussian data instead of CIFAR10: within 25%
+        assert value == pytest.approx(TABLE2_PAPER[d], rel=0.25), d
+    # exponential compounding: log NLC grows about linearly, log NLC_relu(1) per layer
+    slope = np.polyfit(depth, np.log(nlc), 1)[0]
+    assert slope == pytest.approx(math.log(relu_nlc), rel=0.15)
+
+
+def test_table2_is_deterministic_under_the_seed(tmp_path):
+    first = get("nlc-table2").run(tmp_path / "a", generator=torch.Generator().manual_seed(3))
+    second = get("nlc-table2").run(tmp_path / "b", generator=torch.Generator().manual_seed(3))
+    assert first.computed.rows == second.computed.rows
+    assert (tmp_path / "a" / "nlc-table2.csv").read_text() == \
+        (tmp_path / "b" / "nlc-table2.csv").read_text()
+
+
+# --- shrinkage-figure2 -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_shrinkage_figure2_files_bound_and_theory(shrinkage):
+    columns = ("panel", "depth", "negative_slope", "empirical", "theory", "empirical_min",
+               "theory_min", "searched", "bound", "jacobian_op_sq", "bound_measured")
+    rows = check_files(shrinkage, columns, 10)
+    table = [{k: (v if k == "panel" else float(v)) for k, v in r.items()} for r in rows]
+    for r in table:
+        depth, a = r["depth"], r["negative_slope"]
+        eq_4_1 = math.sqrt(16 * math.pi / (math.pi - 2)) / math.sqrt(depth) \
+            * math.sqrt(1 + a * a) / (1 - a)
+        assert r["bound"] == pytest.approx(eq_4_1, rel=1e-9)
+        # Theorem 1 at infinite width and criticality: 1 - rho_max <= bound
+        assert r["theory_min"] <= r["bound"]
+        # at finite width, with the measured Jacobian norm in the theorem's left side
+        assert r["searched"] <= r["bound_measured"]
+        # the gradient search only lowers the correlation of the sample's worst pair
+        assert r["searched"] >= r["empirical_min"] - 1e-12
+    panel_a = [r for r in table if r["panel"] == "a: depth"]
+    panel_b = [r for r in table if r["panel"] == "b: slope"]
+    for key in ("bound", "theory", "theory_min", "searched"):  # shrinkage grows with depth
+        values = [r[key] for r in panel_a]
+        assert all(y < x for x, y in zip(values, values[1:])), key
+    for key in ("bound", "theory", "theory_min", "searched"):  # and with nonlinearity (1 - a)
+        values = [r[key] for r in panel_b]
+        assert all(y > x for x, y in zip(values, values[1:])), key
+    for r in panel_a[:2]:  # shallow: the finite network follows the infinite-width map
+        assert r["empirical"] == pytest.approx(r["theory"], abs=0.08)
+
+
+# --- conditioning-depth ----------------------------------------------------------------------
+
+def test_conditioning_relu_grows_normalized_stays_bounded(conditioning):
+    columns = ("activation", "kernel", "depth", "theory", "empirical", "theory_mean_dot",
+               "empirical_mean_dot")
+    check_files(conditioning, columns, 3 * (21 + 4))
+    series = defaultdict(list)
+    for act, kernel, depth, theory, empirical, *_ in conditioning.computed.rows:
+        series[act, kernel].append((depth, theory, empirical))
+    relu = series["relu", "nngp"]
+    theory = [t for _, t, _ in relu]
+    assert all(b > a for a, b in zip(theory[1:], theory[2:]))
+    assert relu[-1][2] > 10 * relu[1][2]  # the finite network's kernel degenerates too
+    for act in ("normalize(relu)", "norm_relu"):
+        for kernel in ("nngp", "ntk"):
+            points = series[act, kernel]
+            theory = [t for _, t, _ in points]
+            empirical = [e for _, _, e in points]
+            assert all(b < a for a, b in zip(theory, theory[1:])), (act, kernel)
+            assert max(empirical) < 3 * empirical[0], (act, kernel)
+        assert series[act, "nngp"][-1][2] < relu[-1][2] / 10
+    # Corollary 3.3: exponentially fast to the best value 1 (normalize(relu): mu = 1 - 1/pi...)
+    assert series["normalize(relu)", "nngp"][-1][1] < 1.05

@@ -1,0 +1,170 @@
+"""MODEL and DATA strings -> module and data (nngauge._internal.sources)."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from nngauge._internal.sources import DataSource, load_data, load_model
+from nngauge.errors import InvalidInputError, NNGaugeError, UnknownNameError
+from nngauge.nn import MLP, mlp
+
+
+def _data(n=20, d=6, classes=3):
+    gen = torch.Generator().manual_seed(0)
+    return DataSource(torch.randn(n, d, generator=gen), torch.arange(n) % classes, "test")
+
+
+# ------------------------------------------------------------------------------- built-ins
+
+
+def test_builtin_spec_parses_into_mlp_kwargs_with_data_defaults():
+    net = load_model("mlp:depth=4,width=16,activation=leaky_relu(negative_slope=0.2),"
+                     "norm=layer,bias_std=0.1,skip=none", data=_data())
+    assert isinstance(net, MLP)
+    cfg = net.config
+    assert (cfg.d_in, cfg.width, cfg.depth, cfg.d_out) == (6, 16, 4, 3)  # d_in, d_out from data
+    assert cfg.norm == "layer" and cfg.bias_std == 0.1 and cfg.skip is None
+    assert cfg.activation.startswith("leaky_relu")
+
+
+def test_builtin_is_the_same_network_as_mlp_with_the_seed():
+    net = load_model("mlp:d_in=5,width=8,depth=3,d_out=2,activation=tanh", seed=7)
+    ref = mlp(5, 8, 3, 2, activation="tanh", generator=torch.Generator().manual_seed(7))
+    for a, b in zip(net.parameters(), ref.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_builtin_unknown_key_lists_the_valid_ones():
+    with pytest.raises(UnknownNameError) as err:
+        load_model("mlp:depht=3", data=_data())
+    assert "depht" in str(err.value) and "'depth'" in str(err.value) and "width" in str(err.value)
+
+
+def test_unknown_builtin_and_bad_values():
+    with pytest.raises(UnknownNameError, match="built-in"):
+        load_model("transformer:depth=3")
+    with pytest.raises(NNGaugeError, match="norm"):
+        load_model("mlp:norm=group", data=_data())
+    with pytest.raises(InvalidInputError, match="key=value"):
+        load_model("mlp:depth", data=_data())
+    with pytest.raises(InvalidInputError, match="d_in"):
+        load_model("mlp:depth=3")  # no data to take d_in from
+
+
+# ---------------------------------------------------------------------------- python files
+
+
+def test_python_file_function(tmp_path):
+    path = tmp_path / "net.py"
+    path.write_text("import torch\ndef build():\n    return torch.nn.Linear(3, 2)\n")
+    net = load_model(f"{path}:build")
+    assert isinstance(net, nn.Linear) and net.in_features == 3
+
+
+@pytest.mark.parametrize("source, function, match", [
+    ("raise RuntimeError('broken import')\n", "build", "broken import"),
+    ("def build():\n    raise ValueError('broken build')\n", "build", "broken build"),
+    ("def build():\n    return 3\n", "build", "nn.Module"),
+    ("def build():\n    return None\n", "other", "other"),
+])
+def test_python_file_errors(tmp_path, source, function, match):
+    path = tmp_path / "net.py"
+    path.write_text(source)
+    with pytest.raises(NNGaugeError, match=match):
+        load_model(f"{path}:{function}")
+
+
+def test_python_file_missing(tmp_path):
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_model(f"{tmp_path / 'nope.py'}:build")
+    with pytest.raises(InvalidInputError, match="function"):
+        load_model(str(tmp_path / "nope.py"))
+
+
+# ---------------------------------------------------------------------------- saved modules
+
+
+def _small():
+    return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def test_torchscript_and_export_round_trip(tmp_path):
+    net = _small()
+    x = torch.randn(5, 4)
+    torch.jit.save(torch.jit.trace(net, x), tmp_path / "m.pt")
+    exported = torch.export.export(net, (x,))
+    torch.export.save(exported, tmp_path / "m.pt2")
+    for name in ("m.pt", "m.pt2"):
+        loaded = load_model(str(tmp_path / name))
+        torch.testing.assert_close(loaded(x), net(x))
+
+
+def test_pickled_module_needs_trust(tmp_path):
+    net = _small()
+    torch.save(net, tmp_path / "full.pt")
+    with pytest.raises(InvalidInputError, match="--trust-pickle"):
+        load_model(str(tmp_path / "full.pt"))
+    loaded = load_model(str(tmp_path / "full.pt"), trust_pickle=True)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(loaded(x), net(x))
+
+
+def test_state_dict_is_not_a_model(tmp_path):
+    torch.save(_small().state_dict(), tmp_path / "weights.pt")
+    with pytest.raises(InvalidInputError, match="file.py:function"):
+        load_model(str(tmp_path / "weights.pt"))
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_model(str(tmp_path / "missing.pt"))
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+def test_data_files(tmp_path):
+    x = np.random.default_rng(0).standard_normal((10, 3))
+    y = np.arange(10) % 4
+    np.savez(tmp_path / "a.npz", X=x, y=y)
+    torch.save({"inputs": torch.as_tensor(x), "labels": torch.as_tensor(y)}, tmp_path / "b.pt")
+    torch.save((torch.as_tensor(x), torch.as_tensor(y)), tmp_path / "c.pt")
+    torch.save(torch.as_tensor(x), tmp_path / "d.pt")
+    for name in ("a.npz", "b.pt", "c.pt", "d.pt"):
+        src = load_data(str(tmp_path / name))
+        np.testing.assert_allclose(src.inputs.numpy(), x.astype(np.float32))
+        assert src.inputs.dtype == torch.float32
+        if name != "d.pt":
+            assert src.n_classes == 4 and src.labels.tolist() == y.tolist()
+        else:
+            assert src.labels is None and src.as_pair() is src.inputs
+    assert len(load_data(str(tmp_path / "a.npz"), n=4).inputs) == 4
+
+
+def test_data_file_errors(tmp_path):
+    np.savez(tmp_path / "bad.npz", features=np.ones((4, 2)))
+    with pytest.raises(InvalidInputError, match="inputs"):
+        load_data(str(tmp_path / "bad.npz"))
+    np.savez(tmp_path / "len.npz", x=np.ones((4, 2)), y=np.arange(3))
+    with pytest.raises(InvalidInputError, match="one label per sample"):
+        load_data(str(tmp_path / "len.npz"))
+    with pytest.raises(InvalidInputError, match="not found"):
+        load_data(str(tmp_path / "none.npz"))
+
+
+def test_named_data_sets_and_seeds():
+    wave = load_data("waveform", n=50, seed=1)
+    assert tuple(wave.inputs.shape) == (50, 40) and wave.n_classes <= 3
+    assert torch.equal(wave.inputs, load_data("waveform", n=50, seed=1).inputs)
+    assert not torch.equal(wave.inputs, load_data("waveform", n=50, seed=2).inputs)
+    gauss = load_data("gaussian:d=7,n=30", seed=3)
+    assert tuple(gauss.inputs.shape) == (30, 7)
+    digits = load_data("digits", n=100)
+    assert tuple(digits.inputs.shape) == (100, 64)
+
+
+def test_named_data_errors():
+    with pytest.raises(UnknownNameError, match="waveform"):
+        load_data("cifar10")
+    with pytest.raises(InvalidInputError, match="d="):
+        load_data("gaussian:n=10")
+    with pytest.raises(UnknownNameError, match="width"):
+        load_data("gaussian:d=3,width=4")
