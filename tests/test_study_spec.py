@@ -178,3 +178,46 @@ def test_automatic_grid_starts_at_each_networks_smallest_rate():
         parse_spec({**ONE_ARCH, "training": {"lrs": [0.1], "lr_scale": 1e-8}})
     with pytest.raises(InvalidInputError, match="training.lrs"):
         parse_spec({**ONE_ARCH, "training": {"lrs": [0.1], "lr_start": "auto"}})
+
+
+def test_sampled_path_with_a_stand_in_sampler(monkeypatch):
+    """The sampler's contract (generator, d_in, d_out, **overrides) -> (MLP, description),
+    exercised with a stand-in: one generator per index, overrides passed on, the description
+    kept, and every unit rebuilds the sampled architecture."""
+    import sys
+    import types
+    from dataclasses import asdict, dataclass
+
+    from nngauge.nn import mlp
+
+    @dataclass(frozen=True)
+    class Description:
+        depth: int
+
+        def to_dict(self):
+            return asdict(self)
+
+    calls = []
+
+    def sample_architecture(generator, d_in, d_out, *, width=8):
+        depth = int(torch.randint(2, 6, (1,), generator=generator))
+        calls.append((d_in, d_out, width))
+        return mlp(d_in, width, depth, d_out, generator=generator), Description(depth)
+
+    fake = types.ModuleType("nngauge.nn._sampler")
+    fake.sample_architecture = sample_architecture
+    monkeypatch.setitem(sys.modules, "nngauge.nn._sampler", fake)
+    spec = parse_spec({**ONE_ARCH, "architectures": {"sample": 5, "overrides": {"width": 6},
+                                                     "explicit": [{"width": 4, "depth": 2}]}})
+    archs = resolve_architectures(spec)
+    assert [a.index for a in archs] == list(range(6))
+    assert calls[0] == (5, 2, 6) and all(a.config["width"] == 6 for a in archs[:5])
+    assert [a.description["depth"] for a in archs[:5]] == [a.config["depth"] for a in archs[:5]]
+    assert archs[5].description is None and archs[5].config["width"] == 4
+    assert [a.config for a in resolve_architectures(spec)] == [a.config for a in archs]
+    for unit in plan_units(spec):
+        model = build_model(UnitTask(spec, archs[unit.arch_index], unit))
+        assert model.config.to_dict() == archs[unit.arch_index].config
+    bad = parse_spec({**ONE_ARCH, "architectures": {"sample": 1, "overrides": {"widht": 6}}})
+    with pytest.raises(InvalidInputError, match="architectures.overrides"):
+        resolve_architectures(bad)

@@ -35,8 +35,10 @@ _MEASURES = (
     "sharpness", "sharpness_conditions", "skim",
 )
 _TRAINING = ("Tracker", "fit", "lr_search")
+_REPORT = ("build_report",)
 _LAZY = {**{name: "nngauge.measures" for name in _MEASURES},
-         **{name: "nngauge.training" for name in _TRAINING}}
+         **{name: "nngauge.training" for name in _TRAINING},
+         **{name: "nngauge.report" for name in _REPORT}}
 
 __all__ = [
     "ConvergenceError",
@@ -47,6 +49,7 @@ __all__ = [
     "__version__",
     *_MEASURES,
     *_TRAINING,
+    *_REPORT,
 ]
 
 
