@@ -2,7 +2,11 @@
 
 Expected values are transcribed by hand from the papers (NLC paper Table 1 and Table 2) or are
 closed forms (eq. 4.1 of the shrinkage paper, NLC_relu(1) = 1 / sqrt(1 - 1/pi)); the claims
-tested are the ones the papers state (Theorem 1's direction; deep-conditioning's corollaries).
+tested are the ones the papers state (Theorem 1's direction; deep-conditioning's corollaries;
+random labels need more capacity than true labels, exploring-generalization figure 1;
+trajectory length grows exponentially with depth between Theorem 3's bounds and transitions are
+linear in it, expressive-power figures 5, 12-13); the NLC study's printed rank correlations are
+recomputed from its CSV.
 """
 
 import csv
@@ -15,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from nngauge.errors import InvalidInputError, NNGaugeError, UnknownNameError
 from nngauge.reproduce import REPRODUCTIONS, get, names
@@ -273,3 +278,168 @@ def test_conditioning_relu_grows_normalized_stays_bounded(conditioning):
         assert series[act, "nngp"][-1][2] < relu[-1][2] / 10
     # Corollary 3.3: exponentially fast to the best value 1 (normalize(relu): mu = 1 - 1/pi...)
     assert series["normalize(relu)", "nngp"][-1][1] < 1.05
+
+
+# --- nlc-figure2, neyshabur-random-labels, raghu-trajectory, raghu-transitions ----------
+
+NEW = ("nlc-figure2", "neyshabur-random-labels", "raghu-trajectory", "raghu-transitions")
+
+
+def comparison(result, prefix):
+    return next(c for c in result.computed.comparison if c.quantity.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def figure2(tmp_path_factory):
+    return run("nlc-figure2", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def random_labels_result(tmp_path_factory):
+    return run("neyshabur-random-labels", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def trajectory(tmp_path_factory):
+    return run("raghu-trajectory", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def transitions_result(tmp_path_factory):
+    return run("raghu-transitions", tmp_path_factory)
+
+
+def test_the_four_are_registered_with_both_scales():
+    for name in NEW:
+        assert name in names()
+        record = get(name)
+        assert set(record.differences) == {"small", "paper"}
+        assert all(record.differences[scale] for scale in ("small", "paper"))
+
+
+# --- nlc-figure2 -----------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_figure2_rows_flags_and_correlations(figure2):
+    columns = ("arch_index", "architecture", "nlc", "output_bias", "high_bias", "skip",
+               "best_lr", "best_val_error", "test_error")
+    rows = check_files(figure2, columns, 6)
+    for r in rows:
+        nlc, bias, error = float(r["nlc"]), float(r["output_bias"]), float(r["test_error"])
+        assert nlc > 0 and bias >= 1.0 - 1e-9  # output bias: quadratic mean over std, >= 1
+        assert (r["high_bias"] == "True") == (bias > 1000)  # the paper's red points
+        assert (r["skip"] == "True") == (" skip " in f" {r['architecture']} ")
+        assert "width 16" in r["architecture"]
+        assert float(r["best_lr"]) in (0.03, 0.3)
+        assert 0.0 <= error <= 1.0
+    nlc = [float(r["nlc"]) for r in rows]
+    error = [float(r["test_error"]) for r in rows]
+    rho = comparison(figure2, "Spearman")
+    tau = comparison(figure2, "Kendall")
+    assert rho.ours == pytest.approx(stats.spearmanr(nlc, error)[0], abs=1e-12)
+    assert tau.ours == pytest.approx(stats.kendalltau(nlc, error)[0], abs=1e-12)
+    best = min(range(len(rows)), key=lambda i: error[i])  # the best tenth of 6: one point
+    assert comparison(figure2, "lowest NLC").ours == pytest.approx(nlc[best])
+    assert comparison(figure2, "lowest NLC").paper == 1.0  # the paper's range 1 <~ NLC <~ 3
+    assert any(line.startswith("6 sampled") for line in figure2.differences)
+
+
+# --- neyshabur-random-labels -----------------------------------------------------------------
+
+@pytest.mark.slow
+def test_random_labels_need_more_capacity(random_labels_result):
+    columns = ("labels", "n_train", "measure", "log10_capacity_plain", "log10_capacity",
+               "margin", "train_error", "train_loss", "epochs", "test_error")
+    check_files(random_labels_result, columns, 3 * 2 * 4)
+    value, test_error = {}, {}
+    for labels, m, measure, plain, full, margin, train_error, loss, _, test in \
+            random_labels_result.computed.rows:
+        assert train_error == 0.0 and loss < 1e-2 and margin > 0  # fitted, as the paper
+        assert full > plain  # constants 4^d and width factors are > 1
+        value[labels, m, measure] = plain
+        test_error[labels, m] = test
+    sizes = sorted({m for _, m, _ in value})
+    for measure in ("l2", "l1_path", "l2_path", "spectral"):
+        for m in sizes:  # "the complexity of models learned with random labels is always higher"
+            assert value["random", m, measure] > value["true", m, measure], (measure, m)
+        gap = [value["random", m, measure] - value["true", m, measure] for m in sizes]
+        # "the gap ... increases as we increase the size of the training set"
+        assert gap[-1] > gap[0], measure
+        # random labels: capacity grows with every added example
+        assert value["random", sizes[-1], measure] > value["random", sizes[0], measure]
+    for m in sizes:  # true labels generalize, random labels are at chance (10 classes)
+        assert test_error["true", m] < 0.35 and test_error["random", m] > 0.75
+
+
+# --- raghu-trajectory ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_trajectory_length_grows_between_theorem_3_bounds(trajectory):
+    columns = ("activation", "width", "sigma_w2", "layer", "length", "ratio", "lower_bound",
+               "upper_bound", "asymptotic", "converged")
+    hidden = trajectory.computed.extra["hidden"]
+    check_files(trajectory, columns, 9 * (hidden + 1))
+    series = defaultdict(list)
+    for act, width, sigma_w2, layer, length, _, lower, upper, *_ in trajectory.computed.rows:
+        series[act, width, sigma_w2].append((layer, length, lower, upper))
+    growth = {}
+    for (act, width, sigma_w2), points in series.items():
+        assert [p[0] for p in points] == list(range(hidden + 1))
+        # layer 0: the quarter circle of radius sqrt(k), length pi sqrt(k) / 2 (polygon)
+        assert points[0][1] == pytest.approx(math.pi * math.sqrt(width) / 2, rel=1e-4)
+        for layer, length, lower, upper in points:
+            assert lower <= length, (act, width, sigma_w2, layer)  # Theorem 3
+            assert length <= upper * (1 + 1e-9), (act, width, sigma_w2, layer)  # appendix B
+        lengths = np.array([p[1] for p in points])
+        growth[act, width, sigma_w2] = (lengths[-1] / lengths[0]) ** (1 / hidden)
+        if (act == "hard_tanh" and sigma_w2 >= 16) or (act == "relu" and sigma_w2 >= 4):
+            # exponential in depth: every layer multiplies the length, log-length ~ linear
+            assert np.all(np.diff(lengths) > 0), (act, width, sigma_w2)
+            fit = stats.linregress(np.arange(hidden + 1), np.log(lengths))
+            assert fit.slope > math.log(1.3) and fit.rvalue ** 2 > 0.95, (act, sigma_w2)
+    # growth increases with sigma_w (figures 12, 13b) and with the width (figure 13a)
+    for act, width in (("hard_tanh", 32), ("relu", 32)):
+        rates = [growth[key] for key in sorted(k for k in growth if k[:2] == (act, width))]
+        assert all(b > a for a, b in zip(rates, rates[1:])), act
+    by_width = [growth[key] for key in sorted(k for k in growth
+                                              if k[0] == "hard_tanh" and k[2] == 16.0)]
+    assert all(b > a for a, b in zip(by_width, by_width[1:]))
+
+
+# --- raghu-transitions -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_transitions_increase_linearly_with_length(transitions_result):
+    columns = ("width", "sigma_w2", "layer", "length_in", "transitions",
+               "transitions_per_length", "length_converged")
+    check_files(transitions_result, columns, 4 * 5)
+    rows = transitions_result.computed.rows
+    series = defaultdict(list)
+    for width, sigma_w2, layer, length, count, ratio, _ in rows:
+        assert ratio == pytest.approx(count / length)
+        series[width, sigma_w2].append((length, count))
+    for key, points in series.items():
+        lengths, counts = zip(*points)
+        assert lengths[0] == pytest.approx(math.pi * math.sqrt(key[0]) / 2, rel=1e-4)
+        # longer trajectory entering a layer -> more transitions in it
+        assert stats.spearmanr(lengths, counts)[0] >= 0.9, key
+        assert counts[-1] > 2 * counts[0], key
+    x = np.log([r[3] for r in rows])
+    y = np.log([r[4] for r in rows])
+    slope = np.polyfit(x, y, 1)[0]  # linear law: slope 1 in log-log
+    assert 0.8 < slope < 1.2
+    assert comparison(transitions_result, "log-log slope").ours == pytest.approx(slope)
+
+
+@pytest.mark.slow
+def test_transitions_through_the_cli_match_the_api(transitions_result, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "nngauge", "reproduce", "raghu-transitions", "--out",
+         str(tmp_path), "--seed", "0"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "Differs from the paper" in out.stdout and "log-log slope" in out.stdout
+    assert (tmp_path / "raghu-transitions.png").exists()
+    # same seed, same numbers: the CLI's CSV equals the one written in-process
+    assert (tmp_path / "raghu-transitions.csv").read_text() == \
+        transitions_result.csv_path.read_text()

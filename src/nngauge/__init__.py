@@ -33,6 +33,9 @@ _MEASURES = (
     "fold_batchnorm", "gradient_metrics", "jacobian_norm", "kernel_conditioning",
     "linear_region_diameter", "margin", "nlc", "nlc_profile", "pac_bayes", "path_norm",
     "sharpness", "sharpness_conditions", "skim",
+    "ActivationPatternsResult", "DichotomiesResult", "TrajectoryLengthResult",
+    "TransitionsResult", "WeightNoiseResult", "activation_patterns", "dichotomies",
+    "trajectory_length", "transitions", "weight_noise_robustness",
 )
 _TRAINING = ("Tracker", "fit", "lr_search")
 _REPORT = ("build_report",)
@@ -53,7 +56,13 @@ __all__ = [
 ]
 
 
+_SUBPACKAGES = ("activations", "data", "measures", "nn", "report", "reproduce", "studies",
+                "theory", "training", "trajectories")
+
+
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return import_module(f"nngauge.{name}")
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name]), name)
         globals()[name] = value

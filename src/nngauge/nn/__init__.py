@@ -1,6 +1,19 @@
-"""Building blocks: the NLC paper's MLPs and the deep-conditioning NormReLU."""
+"""Building blocks: the NLC paper's MLPs and architecture sampler, the deep-conditioning
+NormReLU, and Raghu et al.'s trajectory regularization."""
 
 from nngauge.nn._mlp import MLP, MLPConfig, mlp
 from nngauge.nn._norm_relu import NormReLU
+from nngauge.nn._sampler import ArchitectureDescription, sample_architecture, sample_description
+from nngauge.nn._trajectory_regularization import TrajectoryRegularization, trajectory_penalty
 
-__all__ = ["MLP", "MLPConfig", "NormReLU", "mlp"]
+__all__ = [
+    "MLP",
+    "MLPConfig",
+    "ArchitectureDescription",
+    "NormReLU",
+    "TrajectoryRegularization",
+    "mlp",
+    "sample_architecture",
+    "sample_description",
+    "trajectory_penalty",
+]

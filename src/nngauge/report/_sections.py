@@ -19,7 +19,10 @@ from nngauge._internal.layers import discover_layers, preserved_state
 from nngauge._internal.probing import prepare_inputs
 from nngauge.errors import NNGaugeError
 from nngauge.measures._result import plain
+from nngauge.measures._trajectory import trajectory_length
+from nngauge.measures._transitions import transitions
 from nngauge.report._figures import per_layer_lines, png_data_uri
+from nngauge.trajectories import line
 
 
 class NotApplicable(Exception):
@@ -343,36 +346,20 @@ def _critical_fix(cfg, arch: str) -> str:
 
 def _trajectory_section(ctx: Context) -> SectionOutput:
     """Trajectory length per layer along a line between two data points (expressivity paper
-    section 2.2). Hook: runs once ``nngauge.measures._trajectory`` and ``nngauge.trajectories``
-    exist in this checkout, and is skipped (saying so) until then."""
-    try:
-        from nngauge.measures._trajectory import trajectory_length
-        from nngauge.trajectories import line
-    except ImportError:
-        raise NotApplicable("trajectory_length is not available in this nngauge version "
-                            "(nngauge.measures._trajectory)") from None
+    section 2.2)."""
     result = trajectory_length(ctx.model, line(ctx.inputs[0], ctx.inputs[1], 200))
     ctx.results["trajectory"] = result
-    lengths = [float(v) for v in result.lengths]
-    rows = getattr(result, "layers", None)
-    names = [row.name for row in rows] if rows and len(rows) == len(lengths) else [
-        str(i) for i in range(len(lengths))]
-    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, {"trajectory length": lengths},
-                                                  ylabel="length", log=True))
-    tables = [_rows_table("Trajectory length per layer", rows)] if rows else []
+    names = [row.name for row in result.layers]
+    uri = png_data_uri(lambda ax: per_layer_lines(
+        ax, names, {"trajectory length": list(result.lengths)}, ylabel="length", log=True))
     return SectionOutput(result, [Figure("Trajectory length", uri, "Length of the image of "
-                                         "the line between two inputs at each layer.")], tables)
+                                         "the line between two inputs at each layer.")],
+                         [_rows_table("Trajectory length per layer", result.layers)])
 
 
 def _transitions_section(ctx: Context) -> SectionOutput:
     """Neuron transitions along the segment between two data points (expressivity paper
-    section 2.1): exact for piecewise-linear networks, sampled otherwise. Hook: runs once
-    ``nngauge.measures._transitions`` exists, skipped (saying so) until then."""
-    try:
-        from nngauge.measures._transitions import transitions
-    except ImportError:
-        raise NotApplicable("transitions is not available in this nngauge version "
-                            "(nngauge.measures._transitions)") from None
+    section 2.1): exact for piecewise-linear networks, sampled otherwise."""
     notes = []
     try:
         result = transitions(ctx.model, ctx.inputs[0], ctx.inputs[1], method="exact")
@@ -380,14 +367,13 @@ def _transitions_section(ctx: Context) -> SectionOutput:
         notes.append(f"exact transitions do not apply ({exc}); sampled instead")
         result = transitions(ctx.model, ctx.inputs[0], ctx.inputs[1], method="sampled")
     ctx.results["transitions"] = result
-    per_layer = result.per_layer
-    names, counts = ((list(per_layer), list(per_layer.values())) if isinstance(per_layer, dict)
-                     else ([str(i) for i in range(len(per_layer))], list(per_layer)))
-    uri = png_data_uri(lambda ax: per_layer_lines(ax, names, {"transitions": counts},
+    names = [row.name for row in result.layers]
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, names,
+                                                  {"transitions": list(result.per_layer)},
                                                   ylabel="neuron transitions"))
     return SectionOutput(result, [Figure("Neuron transitions", uri, f"{result.n_patterns} "
                                          "distinct activation patterns along the segment.")],
-                         notes=notes)
+                         [_rows_table("Transitions per layer", result.layers)], notes=notes)
 
 
 SECTION_BUILDERS: list[SectionBuilder] = [

@@ -33,6 +33,10 @@ _MODULES = (
     "_nlc_table2",
     "_shrinkage_figure2",
     "_conditioning_depth",
+    "_nlc_figure2",
+    "_neyshabur_random_labels",
+    "_raghu_trajectory",
+    "_raghu_transitions",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {

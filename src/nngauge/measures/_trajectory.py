@@ -1,0 +1,245 @@
+"""Trajectory length per layer (Raghu et al. 2017, section 2.2, Theorem 3, figures 4 and 13).
+
+The length of the image z^(d)(t) of a trajectory x(t) at layer d is the arc length
+l(z^(d)) = int ||dz^(d)/dt|| dt, estimated by the inscribed polygon sum_i ||z(t_{i+1}) - z(t_i)||.
+The polygon length never exceeds the arc length and increases under refinement, so the
+trajectory is refined (every interval halved) until the lengths of all layers change by at
+most ``tol`` (relative) between two refinements; the last change is the reported
+discretization error.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from nngauge._internal.layers import Layer, capture_outputs, preserved_state, resolve_layers
+from nngauge._internal.layers import select_output
+from nngauge._internal.piecewise import CHUNK_POINTS, check_not_batch_coupled
+from nngauge._internal.probing import prepare_inputs, run_model
+from nngauge.errors import invalid
+from nngauge.measures._result import MeasureResult
+from nngauge.trajectories import Trajectory, as_trajectory
+
+DEFAULT_KINDS = ("activation", "pool")
+INPUT, OUTPUT = "input", "output"
+
+
+@dataclass(frozen=True)
+class TrajectoryLayer:
+    """The length of the trajectory's image at one layer.
+
+    Attributes:
+        name: "input", a module name, or "output".
+        length: polygon length at the finest refinement.
+        growth: length / length of the previous row (nan for the input).
+        discretization_error: |length - length at the previous refinement| (the polygon
+            length increases towards the arc length, so the true length is above ``length``).
+        dim: numel of the layer's output per point.
+    """
+
+    name: str
+    length: float
+    growth: float
+    discretization_error: float
+    dim: int
+
+
+@dataclass(frozen=True)
+class TrajectoryLengthResult(MeasureResult):
+    """Arc length of a trajectory's image at every layer (Raghu et al. 2017, section 2.2).
+
+    Attributes:
+        lengths: one length per row of ``layers`` (input, the chosen layers, output).
+        growth: length ratio of each row to the previous one (nan for the input).
+        layers: per-layer rows (:class:`TrajectoryLayer`).
+        n_points: points of the finest refinement.
+        converged: whether every length changed by at most ``tol`` (relative) in the last
+            refinement.
+        kind: the trajectory's kind.
+        settings: tol, max_points.
+        theory: per-layer lower bound factor and rates of Theorem 3 when the model is an
+            nngauge MLP (hard_tanh / relu, gaussian init, no norm or skip), else None.
+    """
+
+    lengths: tuple[float, ...]
+    growth: tuple[float, ...]
+    layers: tuple[TrajectoryLayer, ...]
+    n_points: int
+    converged: bool
+    kind: str
+    settings: dict
+    theory: Optional[dict] = None
+
+    def plot(self, ax=None):
+        """Length vs layer (log scale), with Theorem 3's lower bound l(x) rate^d and its
+        upper bound l(x) upper_rate^d at the activation layers when ``theory`` is known."""
+        from nngauge.measures._plots import new_axes
+
+        ax = new_axes(ax)
+        names = [row.name for row in self.layers]
+        ax.plot(range(len(names)), self.lengths, marker="o", label="measured")
+        if self.theory is not None:
+            positions = self.theory["positions"]
+            base = self.lengths[0]
+            depth = np.arange(1, len(positions) + 1)
+            for key, style, label in (("rate", "--", "Theorem 3 lower bound"),
+                                      ("upper_rate", ":", "upper bound (appendix B)")):
+                if self.theory[key] > 0:
+                    ax.plot(positions, base * self.theory[key] ** depth, linestyle=style,
+                            label=label)
+        ax.set_xticks(list(range(len(names))))
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("trajectory length")
+        ax.legend()
+        ax.figure.tight_layout()
+        return ax
+
+
+def trajectory_length(
+    model: nn.Module,
+    trajectory: Any,
+    *,
+    layers: Optional[Sequence[str]] = None,
+    tol: float = 1e-3,
+    max_points: int = 2**14 + 1,
+    output: Any = None,
+) -> TrajectoryLengthResult:
+    """Arc length of the image of a trajectory at every layer (Raghu et al. 2017, sec. 2.2).
+
+    l(z^(d)) = int_0^1 ||dz^(d)(t)/dt|| dt for the output z^(d) of each layer, estimated by
+    the inscribed polygon sum_i ||z(t_{i+1}) - z(t_i)||_2 (outputs flattened per point). The
+    trajectory is refined (intervals halved, by its own formula: a line, an arc, or the
+    polyline through data points) until every layer's length changes by at most ``tol``
+    (relative) or the next refinement would exceed ``max_points`` (then ``converged`` is False
+    and a warning says so). Theorem 3: for random hard-tanh / ReLU networks the length grows
+    exponentially with depth.
+
+    Args:
+        model: any module whose outputs for a point do not depend on the batch (batchnorm in
+            eval mode).
+        trajectory: a :class:`~nngauge.trajectories.Trajectory` or a tensor of points (n, ...)
+            read as the polyline through them.
+        layers: module names whose outputs are measured; default every activation and pooling
+            module. The input and the model's output are always reported (first and last row).
+        tol: relative convergence tolerance of every length.
+        max_points: largest number of points tried.
+        output: selector of the model's output (index, key or callable) when it is not a tensor.
+
+    Returns:
+        :class:`TrajectoryLengthResult` (``lengths``: one per row, input first, output last).
+
+    Example:
+        >>> import torch
+        >>> from nngauge.trajectories import line
+        >>> from nngauge.nn import mlp
+        >>> net = mlp(2, 8, 3, 2, activation="relu", generator=torch.Generator().manual_seed(0))
+        >>> res = trajectory_length(net, line(torch.zeros(2), torch.ones(2), 9))
+        >>> round(res.lengths[0], 4), res.converged
+        (1.4142, True)
+    """
+    where = "trajectory_length()"
+    traj = as_trajectory(trajectory, where)
+    if not (isinstance(tol, (int, float)) and tol > 0):
+        raise invalid(where, "tol > 0", f"tol={tol!r}", "pass a relative tolerance such as 1e-3")
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 2:
+        raise invalid(where, "max_points an integer >= 2", f"max_points={max_points!r}",
+                      "pass the largest number of points to try")
+    chosen = resolve_layers(model, layers, default_kinds=DEFAULT_KINDS, where=where)
+    check_not_batch_coupled(model, where)
+    with preserved_state(model):
+        for param in model.parameters():
+            param.requires_grad_(False)
+        current = _lengths(model, traj, chosen, output, where)
+        previous = None
+        while True:
+            converged = previous is not None and bool(
+                np.all(np.abs(current - previous) <= tol * np.abs(current)))
+            if converged or 2 * len(traj) - 1 > max_points:
+                break
+            traj, previous = traj.refine(), current
+            current = _lengths(model, traj, chosen, output, where)
+    if not converged:
+        warnings.warn(f"{where}: lengths did not converge to tol={tol} with {len(traj)} "
+                      "points; raise max_points for a finer estimate", stacklevel=2)
+    error = np.abs(current - previous) if previous is not None else np.full_like(current, np.nan)
+    names = [INPUT] + [layer.name for layer in chosen] + [OUTPUT]
+    dims = _dims(model, traj, chosen, output, where)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = np.concatenate([[math.nan], current[1:] / current[:-1]])
+    rows = tuple(TrajectoryLayer(name, float(v), float(g), float(e), d)
+                 for name, v, g, e, d in zip(names, current, growth, error, dims))
+    return TrajectoryLengthResult(
+        lengths=tuple(float(v) for v in current), growth=tuple(float(g) for g in growth),
+        layers=rows, n_points=len(traj), converged=converged, kind=traj.kind,
+        settings={"tol": tol, "max_points": max_points}, theory=theory_overlay(model, names))
+
+
+@torch.no_grad()
+def _lengths(model: nn.Module, traj: Trajectory, layers: Sequence[Layer], output: Any,
+             where: str) -> np.ndarray:
+    """Polygon lengths (float64) of the input, every layer and the output, streaming over
+    chunks of consecutive points (one shared point between chunks)."""
+    totals = np.zeros(len(layers) + 2)
+    for start in range(0, len(traj) - 1, CHUNK_POINTS - 1):
+        x = prepare_inputs(traj.points[start:start + CHUNK_POINTS], model, requires_grad=False)
+        images = _images(model, x, layers, output, where)
+        for i, z in enumerate(images):
+            flat = z.reshape(len(z), -1).to(torch.float64)
+            totals[i] += float(torch.linalg.vector_norm(torch.diff(flat, dim=0), dim=1).sum())
+    return totals
+
+
+def _images(model, x, layers, output, where) -> list[torch.Tensor]:
+    with capture_outputs(layers) as captured:
+        y = select_output(run_model(model, x, where), output, where=where)
+    missing = [layer.name for layer in layers if layer.name not in captured]
+    if missing:
+        raise invalid(where, "layers that the forward pass calls", f"never called: {missing}",
+                      "pass layers=[...] among the modules the model uses")
+    return [x] + [captured[layer.name] for layer in layers] + [y]
+
+
+@torch.no_grad()
+def _dims(model, traj, layers, output, where) -> list[int]:
+    x = prepare_inputs(traj.points[:1], model, requires_grad=False)
+    return [int(z[0].numel()) for z in _images(model, x, layers, output, where)]
+
+
+def theory_overlay(model: nn.Module, names: Sequence[str]) -> Optional[dict]:
+    """Theorem 3's per-layer factors for an nngauge MLP of hard_tanh or relu units with
+    gaussian init (weights N(0, sigma_w^2 / k), biases N(0, sigma_b^2)) and no norm or skip:
+    the bound's ``rate``, ``upper_rate`` and ``asymptotic_rate``, Theorem 4's transition rate
+    sqrt(k) / sqrt(1 + sigma_b^2 / sigma_w^2) (written here from the theorem's statement),
+    and the row ``positions`` of the hidden activation layers; None for other models."""
+    from nngauge.activations import from_spec
+    from nngauge.nn import MLP
+    from nngauge.theory import trajectory_growth_bound
+
+    if not isinstance(model, MLP):
+        return None
+    config = model.config
+    activation = from_spec(config.activation)
+    standard = activation.name == "relu" or (
+        activation.name == "hard_tanh" and activation.breakpoints == (-1.0, 1.0))
+    if not standard or config.init != "gaussian" or config.norm is not None or (
+            config.skip is not None or config.depth < 2):
+        return None
+    sigma_w, sigma_b = config.sigma_w * config.scale, config.bias_std * config.scale
+    bound = trajectory_growth_bound(config.width, config.depth - 1, sigma_w=sigma_w,
+                                    sigma_b=sigma_b, activation=activation.name)
+    acts = [f"layers.{i}.act" for i in range(config.depth - 1)]
+    return {
+        "activation": activation.name, "width": config.width, "sigma_w": sigma_w,
+        "sigma_b": sigma_b, "rate": bound.rate, "upper_rate": bound.upper_rate,
+        "asymptotic_rate": bound.asymptotic_rate,
+        "theorem4_rate": math.sqrt(config.width) / math.sqrt(1.0 + (sigma_b / sigma_w) ** 2),
+        "positions": [names.index(name) for name in acts if name in names],
+    }

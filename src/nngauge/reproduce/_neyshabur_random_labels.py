@@ -1,0 +1,166 @@
+"""``neyshabur-random-labels``: capacity over margin vs training-set size, true vs random
+labels (exploring-generalization.md, figure 1).
+
+For each training-set size m and each labelling (the true labels, or labels all drawn
+uniformly at random, :func:`nngauge.data.random_labels`), a ReLU MLP is trained to zero
+training error as in the paper's appendix A (SGD, minibatch 64, learning rate 0.01, momentum
+0.9, no weight decay, until the training cross-entropy is below a target: 1e-4 in the paper),
+and the four capacities of section 2.2 are measured with :func:`nngauge.capacity` at the 5th
+percentile margin, without the constants and width factors (``plain``, what figure 1 plots):
+
+    l2:       prod_i ||W_i||_F^2 / gamma^2            l1-path: (sum_paths |prod_i W_i|)^2 / gamma^2
+    l2-path:  sum_paths prod_i W_i^2 / gamma^2        spectral: prod_i ||W_i||_2^2 / gamma^2
+
+The paper's claims: capacity with random labels is higher than with true labels for every
+measure, and the gap grows with m.
+
+Training: :func:`nngauge.training.fit` stops on a stalled *validation* error and rewinds to the
+best weights; the paper instead trains until the training loss is below 1e-4, so the plain
+loop :func:`train_to_fit` below follows the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+
+MEASURES = ("l2", "l1_path", "l2_path", "spectral")
+COLUMNS = ("labels", "n_train", "measure", "log10_capacity_plain", "log10_capacity", "margin",
+           "train_error", "train_loss", "epochs", "test_error")
+
+
+@dataclass(frozen=True)
+class Settings:
+    sizes: tuple[int, ...]
+    width: int
+    depth: int
+    loss_target: float
+    max_epochs: int
+    lr: float = 0.01  # appendix A
+
+
+SETTINGS = {
+    "small": Settings(sizes=(50, 100, 200), width=64, depth=2, loss_target=1e-2,
+                      max_epochs=1500, lr=0.05),
+    "paper": Settings(sizes=(200, 400, 800, 1600), width=512, depth=3, loss_target=1e-4,
+                      max_epochs=20_000),
+}
+BATCH_SIZE, MOMENTUM = 64, 0.9  # appendix A
+
+
+def compute(scale: str, generator: torch.Generator) -> Computed:
+    from nngauge import capacity
+    from nngauge.data import digits, random_labels, split, standardize
+    from nngauge.nn import mlp
+
+    settings = SETTINGS[scale]
+    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), seed=seed_from(generator))
+    rows, comparison = [], []
+    for m in settings.sizes:
+        (train, test_m), _ = standardize((pool.inputs[:m], pool.labels[:m]), test)
+        for labelling in ("true", "random"):
+            labels = train.labels if labelling == "true" else random_labels(
+                train.labels, 1.0, n_classes=10, generator=generator)
+            net = mlp(64, settings.width, settings.depth, 10, activation="relu",
+                      init="gaussian", sigma_w=math.sqrt(2.0), generator=generator)
+            fitted = train_to_fit(net, train.inputs, labels, lr=settings.lr,
+                                  loss_target=settings.loss_target,
+                                  max_epochs=settings.max_epochs, generator=generator)
+            result = capacity(net, train.inputs, labels, margin_percentile=5)
+            with torch.no_grad():
+                test_error = float((net(test_m.inputs).argmax(1) != test_m.labels)
+                                   .double().mean())
+            for name in MEASURES:
+                measure = result[name]
+                rows.append((labelling, m, name, measure.log10_plain, measure.log10_capacity,
+                             result.margin, fitted.train_error, fitted.loss, fitted.epochs,
+                             test_error))
+    largest = settings.sizes[-1]
+    value = {(r[0], r[1], r[2]): r[3] for r in rows}
+    for name in MEASURES:
+        gap = value["random", largest, name] - value["true", largest, name]
+        comparison.append(Comparison(f"log10 {name} / margin^2, random - true labels, "
+                                     f"m={largest}", gap, None, "paper: > 0 (random higher)"))
+    return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison))
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """How training ended: training error and mean cross-entropy on the training set."""
+
+    train_error: float
+    loss: float
+    epochs: int
+
+
+def train_to_fit(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float,
+                 loss_target: float, max_epochs: int, generator: torch.Generator) -> Fitted:
+    """SGD (minibatch 64, momentum 0.9; the paper: lr 0.01) until the training cross-entropy
+    is below ``loss_target`` or ``max_epochs`` pass (exploring-generalization.md, appendix A)."""
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=MOMENTUM)
+    net.train()
+    epoch = 0
+    loss, error = _evaluate(net, x, y)
+    while loss >= loss_target and epoch < max_epochs:
+        for batch in torch.randperm(len(x), generator=generator).split(BATCH_SIZE):
+            optimizer.zero_grad()
+            F.cross_entropy(net(x[batch]), y[batch]).backward()
+            optimizer.step()
+        epoch += 1
+        loss, error = _evaluate(net, x, y)
+    net.eval()
+    return Fitted(error, loss, epoch)
+
+
+@torch.no_grad()
+def _evaluate(net, x, y) -> tuple[float, float]:
+    logits = net(x)
+    return (float(F.cross_entropy(logits, y)),
+            float((logits.argmax(1) != y).double().mean()))
+
+
+def plot(computed: Computed, figure) -> None:
+    axes = figure.subplots(1, len(MEASURES))
+    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    for ax, name in zip(axes, MEASURES):
+        for labelling, color in (("true", "tab:blue"), ("random", "tab:red")):
+            points = [r for r in rows if r["measure"] == name and r["labels"] == labelling]
+            ax.plot([r["n_train"] for r in points], [r["log10_capacity_plain"] for r in points],
+                    "o-", color=color, label=f"{labelling} labels")
+        ax.set_title(name.replace("_", "-"), fontsize=9)
+        ax.set_xlabel("training-set size")
+    axes[0].set_ylabel("log10 (norm / margin^2)")
+    axes[0].legend(fontsize=8)
+
+
+REPRODUCTION = Reproduction(
+    name="neyshabur-random-labels",
+    paper="exploring-generalization.md (Neyshabur et al. 2017)",
+    target="Figure 1",
+    description="l2, l1-path, l2-path and spectral capacity over margin vs training-set size "
+                "for networks trained to zero error on true vs random labels (digits)",
+    differences={
+        "small": (
+            "scikit-learn digits (64 features, 10 classes) instead of CIFAR10, and a ReLU MLP "
+            "(width 64, 2 layers) instead of VGG",
+            "training-set sizes 50, 100, 200 instead of CIFAR10 subsets up to 50000",
+            "SGD learning rate 0.05 instead of 0.01, trained until the training cross-entropy "
+            "is below 1e-2 (at most 1500 epochs) instead of 1e-4",
+            "the paper prints no numbers for figure 1: only the direction is compared",
+        ),
+        "paper": (
+            "scikit-learn digits instead of CIFAR10, and a ReLU MLP (width 512, 3 layers) "
+            "instead of VGG: CIFAR10 is not bundled",
+            "training-set sizes 200-1600 (digits has 1797 samples, 197 kept for test)",
+            "the paper prints no numbers for figure 1: only the direction is compared",
+        ),
+    },
+    small_runtime="~30 s",
+    compute=compute,
+    plot=plot,
+)

@@ -1,0 +1,181 @@
+"""``raghu-trajectory``: trajectory length vs depth in random networks, with Theorem 3's bounds
+(expressive-power-trajectory-length.md, figures 13 and 12, the setting of figure 4).
+
+Random fully-connected networks with n hidden layers of width k, weights N(0, sigma_w^2 / k),
+no biases, hard tanh (figure 13) or ReLU (figure 12; figure 4 is its convolutional version).
+A circle x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1 with x0 perpendicular to x1 and
+||x0|| = ||x1|| = sqrt(k) (the theorem's ||x||^2 <= k; a circle has dx perpendicular to x, so
+c = 1) is propagated, and the length l(z^(d)) of its image after each hidden layer d is
+measured with :func:`nngauge.trajectory_length` (polygon length, refined to convergence), then
+averaged over networks (the theorem bounds the expectation). Beside it, Theorem 3 per layer
+(:func:`nngauge.theory.trajectory_growth_bound`):
+
+    l(x) rate^d  <=  E[l(z^(d))]  <=  l(x) upper_rate^d,
+
+with ``rate`` the explicit lower factor of the proof and ``upper_rate`` appendix B's identity
+bound; ``asymptotic_rate`` is the base in the theorem's statement (without its O constant):
+sigma_w sqrt(k) / sqrt(k + 1) (ReLU), sigma_w sqrt(k) / sqrt(sigma_w^2 + k sigma_w) (hard tanh,
+sigma_b = 0).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nngauge.reproduce._base import Comparison, Computed, Reproduction
+
+COLUMNS = ("activation", "width", "sigma_w2", "layer", "length", "ratio", "lower_bound",
+           "upper_bound", "asymptotic", "converged")
+
+
+@dataclass(frozen=True)
+class Settings:
+    grid: tuple[tuple[str, int, float], ...]  # (activation, width k, sigma_w^2)
+    hidden: int  # n hidden layers
+    nets: int  # networks averaged per setting
+    n_points: int  # initial points of the circle
+    tol: float  # of trajectory_length's refinement
+    max_points: int
+
+
+def _grid(width: int, hard_tanh_scales, widths, relu_scales, width_scale: float):
+    return (tuple(("hard_tanh", width, s) for s in hard_tanh_scales)
+            + tuple(("hard_tanh", k, width_scale) for k in widths if k != width)
+            + tuple(("relu", width, s) for s in relu_scales))
+
+
+SETTINGS = {
+    "small": Settings(grid=_grid(32, (1.0, 4.0, 16.0, 64.0), (8, 64), (1.0, 2.0, 4.0), 16.0),
+                      hidden=6, nets=2, n_points=257, tol=1e-2, max_points=2**12 + 1),
+    "paper": Settings(grid=_grid(100, (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0),
+                                 (10, 20, 50, 200, 400), (1.0, 2.0, 4.0, 8.0), 16.0),
+                      hidden=15, nets=10, n_points=1025, tol=1e-3, max_points=2**17 + 1),
+}
+
+
+def compute(scale: str, generator: torch.Generator) -> Computed:
+    settings = SETTINGS[scale]
+    rows, comparison = [], []
+    for activation, width, sigma_w2 in settings.grid:
+        lengths, converged = _mean_lengths(activation, width, sigma_w2, settings, generator)
+        theory = _bound(activation, width, settings.hidden, sigma_w2)
+        base = lengths[0]
+        for d, length in enumerate(lengths):
+            rows.append((activation, width, sigma_w2, d, length, length / base,
+                         base * math.exp(theory.log_lower[d]),
+                         base * math.exp(theory.log_upper[d]),
+                         base * math.exp(theory.log_asymptotic[d]), converged))
+        growth = (lengths[-1] / lengths[0]) ** (1.0 / settings.hidden)
+        comparison.append(Comparison(
+            f"{activation}, k={width}, sigma_w^2={sigma_w2:g}: growth per layer", growth, None,
+            f"Theorem 3: lower {theory.rate:.3g}, statement {theory.asymptotic_rate:.3g}, "
+            f"upper {theory.upper_rate:.3g}"))
+    return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison),
+                    extra={"hidden": settings.hidden})
+
+
+def _bound(activation: str, width: int, hidden: int, sigma_w2: float):
+    from nngauge.theory import trajectory_growth_bound
+
+    return trajectory_growth_bound(width, hidden, sigma_w=math.sqrt(sigma_w2), sigma_b=0.0,
+                                   activation=activation)
+
+
+def _mean_lengths(activation, width, sigma_w2, settings, generator) -> tuple[list[float], bool]:
+    """Mean length at the input and after each hidden layer over ``settings.nets`` networks,
+    and whether every length converged."""
+    from nngauge.measures._trajectory import trajectory_length
+    from nngauge.nn import mlp
+    from nngauge.trajectories import arc
+
+    x0, x1 = circle_endpoints(width, generator)
+    traj = arc(x0, x1, settings.n_points)
+    hidden_layers = [f"layers.{i}.act" for i in range(settings.hidden)]
+    all_lengths, converged = [], True
+    for _ in range(settings.nets):
+        net = mlp(width, width, settings.hidden + 1, width, activation=activation,
+                  init="gaussian", sigma_w=math.sqrt(sigma_w2), bias_std=0.0,
+                  dtype=torch.float64, generator=generator)
+        with warnings.catch_warnings():  # non-convergence is recorded in the CSV instead
+            warnings.simplefilter("ignore", UserWarning)
+            result = trajectory_length(net, traj, layers=hidden_layers, tol=settings.tol,
+                                       max_points=settings.max_points)
+        all_lengths.append(result.lengths[:-1])  # input and hidden layers, not the output
+        converged = converged and result.converged
+    return np.mean(all_lengths, axis=0).tolist(), converged
+
+
+def circle_endpoints(width: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two perpendicular random vectors of norm sqrt(k) (float64): the arc between them is a
+    quarter circle of length pi sqrt(k) / 2.
+
+    Example:
+        >>> x0, x1 = circle_endpoints(4, torch.Generator().manual_seed(0))
+        >>> round(float(x0 @ x1), 12), round(float(x0.norm() ** 2), 9)
+        (0.0, 4.0)
+    """
+    q, _ = torch.linalg.qr(torch.randn(width, 2, generator=generator, dtype=torch.float64))
+    x0, x1 = q[:, 0] * math.sqrt(width), q[:, 1] * math.sqrt(width)
+    return x0, x1
+
+
+def plot(computed: Computed, figure) -> None:
+    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    settings = list(dict.fromkeys((r["activation"], r["width"], r["sigma_w2"]) for r in rows))
+    panels = (("hard_tanh: sigma_w^2 (fig. 13b)", lambda a, k, s: a == "hard_tanh" and
+               k == settings[0][1]),
+              ("hard_tanh: width k (fig. 13a)", lambda a, k, s: a == "hard_tanh" and
+               s == 16.0),
+              ("relu: sigma_w^2 (fig. 12)", lambda a, k, s: a == "relu"))
+    axes = figure.subplots(1, len(panels))
+    for ax, (title, chosen) in zip(axes, panels):
+        for i, key in enumerate(s for s in settings if chosen(*s)):
+            points = [r for r in rows if (r["activation"], r["width"], r["sigma_w2"]) == key]
+            layer = [r["layer"] for r in points]
+            color = f"C{i}"
+            ax.plot(layer, [r["length"] for r in points], "o-", color=color,
+                    label=f"k={key[1]}, sigma_w^2={key[2]:g}", markersize=3)
+            lower = [r["lower_bound"] for r in points]
+            if all(v > 0 for v in lower):
+                ax.plot(layer, lower, "--", color=color, linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_xlabel("hidden layer d")
+        ax.set_title(title + ", dashed: lower bound", fontsize=8)
+        ax.legend(fontsize=6)
+    axes[0].set_ylabel("trajectory length")
+
+
+REPRODUCTION = Reproduction(
+    name="raghu-trajectory",
+    paper="expressive-power-trajectory-length.md (Raghu et al. 2017)",
+    target="Figures 13, 12 and 4",
+    description="length of a circle's image after each layer of random hard-tanh / ReLU "
+                "MLPs over sigma_w^2 and width, with Theorem 3's lower and upper bounds",
+    differences={
+        "small": (
+            "6 hidden layers, width 32 (and 8, 64 at sigma_w^2 = 16), 2 networks averaged "
+            "per setting; the paper's exact depths, widths and number of networks are not "
+            "stated",
+            "lengths refined to 1% (at most 4097 points; the polygon length is below the arc "
+            "length, so an unconverged length is an underestimate)",
+            "no biases (sigma_b = 0); a circle between two random perpendicular vectors of "
+            "norm sqrt(k), not between MNIST / CIFAR10 data points (figures 12, 4)",
+            "figure 4's convolutional network is replaced by the ReLU MLP of figure 12; the "
+            "paper prints no numbers: compared with Theorem 3 only",
+        ),
+        "paper": (
+            "15 hidden layers, width 100 (and 10-400 at sigma_w^2 = 16), 10 networks per "
+            "setting: the paper does not state its sizes",
+            "no biases; a circle between random vectors, not data points; figure 4's "
+            "convolutional network is replaced by a ReLU MLP; compared with Theorem 3 only",
+        ),
+    },
+    small_runtime="~15 s",
+    compute=compute,
+    plot=plot,
+)

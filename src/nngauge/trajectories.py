@@ -1,0 +1,206 @@
+"""One-dimensional input trajectories x(t), t in [0, 1] (Raghu et al. 2017, section 2).
+
+- :func:`line`: x(t) = (1 - t) x0 + t x1, the affine trajectory of Corollary 1;
+- :func:`arc`: x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1, the circular trajectory of the
+  paper's figures (a quarter great circle when x0 and x1 are orthogonal of equal norm);
+- :func:`through`: the piecewise-linear path through data points, as trajectory
+  regularization (section 3) interpolates between inputs;
+- :func:`as_trajectory`: a user tensor of points (n, ...), read as the polyline through them.
+
+Inputs may have any shape (vectors, images): points have shape (n, *x0.shape).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from nngauge.errors import invalid
+
+Kind = Literal["line", "arc", "through", "points"]
+
+__all__ = ["Trajectory", "arc", "as_trajectory", "line", "through"]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Points of a trajectory x(t) at parameters t.
+
+    Attributes:
+        points: (n, ...) tensor, x(t_i) for each t_i.
+        t: (n,) float64 tensor of increasing parameters in [0, 1].
+        kind: "line", "arc", "through" or "points" (a user tensor).
+        anchors: the defining points: (x0, x1) for line and arc, the data points for
+            through / points, shape (m, ...).
+    """
+
+    points: torch.Tensor = field(repr=False)
+    t: torch.Tensor = field(repr=False)
+    kind: Kind
+    anchors: torch.Tensor = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    @property
+    def n_points(self) -> int:
+        return len(self.points)
+
+    def at(self, t: torch.Tensor) -> torch.Tensor:
+        """x(t) (len(t), ...) at any parameters t in [0, 1], by the trajectory's formula."""
+        return evaluate(self.kind, self.anchors, t)
+
+    def refine(self) -> "Trajectory":
+        """The same trajectory with every interval halved (2n - 1 points)."""
+        return _build(self.kind, self.anchors, 2 * (len(self) - 1) + 1)
+
+    def polyline(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(vertices, t) of the piecewise-linear path the exact transition count follows:
+        the segment (x0, x1) for a line, the data points for through / points, and the n
+        points themselves for an arc (a polygon inscribed in the arc)."""
+        if self.kind == "line":
+            return self.anchors, torch.tensor([0.0, 1.0], dtype=torch.float64)
+        if self.kind == "arc":
+            return self.points, self.t
+        return self.anchors, _anchor_times(len(self.anchors))
+
+
+def line(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
+    """The segment x(t) = (1 - t) x0 + t x1 at n equally spaced t in [0, 1].
+
+    Args:
+        x0, x1: endpoints of the same shape (any shape; tensors or arrays).
+        n: number of points (>= 2).
+
+    Returns:
+        A :class:`Trajectory` with points of shape (n, *x0.shape).
+
+    Example:
+        >>> import torch
+        >>> traj = line(torch.zeros(3), torch.ones(3), 5)
+        >>> traj.points[2].tolist(), traj.kind
+        ([0.5, 0.5, 0.5], 'line')
+    """
+    return _build("line", _endpoints(x0, x1, "line()"), _check_n(n, "line()"))
+
+
+def arc(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
+    """The arc x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1 at n equally spaced t in [0, 1]
+    (Raghu et al. 2017, figures 2 and 13: a circular trajectory between two inputs).
+
+    Args:
+        x0, x1: endpoints of the same shape.
+        n: number of points (>= 2).
+
+    Example:
+        >>> import torch
+        >>> traj = arc(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0]), 3)
+        >>> [round(v, 4) for v in traj.points[1].tolist()]
+        [0.7071, 0.7071]
+    """
+    return _build("arc", _endpoints(x0, x1, "arc()"), _check_n(n, "arc()"))
+
+
+def through(points: Any, n: int = 1000) -> Trajectory:
+    """The piecewise-linear path through data points p_0, ..., p_{m-1}, p_j at t = j / (m - 1)
+    (trajectory regularization, Raghu et al. 2017 section 3, interpolates between inputs).
+
+    ``n`` is rounded up to 1 + (m - 1) ceil((n - 1) / (m - 1)) so that every data point lies
+    on the equally spaced grid of t.
+
+    Args:
+        points: (m, ...) data points, m >= 2, consecutive points distinct.
+        n: number of points (>= m).
+
+    Example:
+        >>> import torch
+        >>> traj = through(torch.tensor([[0.0], [1.0], [3.0]]), 5)
+        >>> traj.points.reshape(-1).tolist()
+        [0.0, 0.5, 1.0, 2.0, 3.0]
+    """
+    return _build("through", _anchor_points(points, "through()"), _check_n(n, "through()"))
+
+
+def as_trajectory(value: Any, where: str = "as_trajectory()") -> Trajectory:
+    """A :class:`Trajectory` as given, or the polyline through a user tensor of points (n, ...)
+    (kind "points", parameters t_i = i / (n - 1))."""
+    if isinstance(value, Trajectory):
+        return value
+    anchors = _anchor_points(value, where)
+    return Trajectory(anchors, _anchor_times(len(anchors)), "points", anchors)
+
+
+def _build(kind: Kind, anchors: torch.Tensor, n: int) -> Trajectory:
+    if kind in ("through", "points"):
+        segments = len(anchors) - 1
+        n = segments * max(1, math.ceil((n - 1) / segments)) + 1
+    t = torch.linspace(0.0, 1.0, n, dtype=torch.float64)
+    return Trajectory(evaluate(kind, anchors, t), t, kind, anchors)
+
+
+def evaluate(kind: Kind, anchors: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """x(t) (len(t), ...) of a trajectory of ``kind`` defined by ``anchors``, t in [0, 1]."""
+    t = t.to(torch.float64)
+    shape = (-1,) + (1,) * (anchors.dim() - 1)
+    if kind == "line":
+        tt = t.reshape(shape).to(anchors.dtype)
+        return (1 - tt) * anchors[0] + tt * anchors[1]
+    if kind == "arc":
+        angle = (math.pi / 2) * t.reshape(shape)
+        return (torch.cos(angle).to(anchors.dtype) * anchors[0]
+                + torch.sin(angle).to(anchors.dtype) * anchors[1])
+    scaled = t * (len(anchors) - 1)
+    j = scaled.floor().long().clamp(0, len(anchors) - 2)
+    u = (scaled - j).reshape(shape).to(anchors.dtype)
+    return anchors[j] + u * (anchors[j + 1] - anchors[j])
+
+
+def _anchor_times(m: int) -> torch.Tensor:
+    return torch.linspace(0.0, 1.0, m, dtype=torch.float64)
+
+
+def _as_tensor(value: Any, name: str, where: str) -> torch.Tensor:
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    if not isinstance(value, torch.Tensor):
+        raise invalid(where, f"{name} as a tensor or numpy array", type(value).__name__,
+                      f"pass {name} as torch.tensor(...)")
+    if not torch.is_floating_point(value):
+        raise invalid(where, f"{name} with a floating dtype", f"dtype {value.dtype}",
+                      f"convert with {name}.float()")
+    if not torch.isfinite(value).all():
+        raise invalid(where, f"finite {name}", "NaN or inf values", "remove them")
+    return value.detach().clone()
+
+
+def _endpoints(x0: Any, x1: Any, where: str) -> torch.Tensor:
+    a, b = _as_tensor(x0, "x0", where), _as_tensor(x1, "x1", where)
+    if a.shape != b.shape:
+        raise invalid(where, "x0 and x1 of the same shape", f"{tuple(a.shape)} and "
+                      f"{tuple(b.shape)}", "pass two inputs of one shape (no batch dimension)")
+    if torch.equal(a, b):
+        raise invalid(where, "distinct endpoints x0 != x1", "x0 == x1",
+                      "pass two different inputs (a trajectory of length 0 has no transitions)")
+    return torch.stack([a, b.to(a.dtype)])
+
+
+def _anchor_points(points: Any, where: str) -> torch.Tensor:
+    anchors = _as_tensor(points, "points", where)
+    if anchors.dim() < 2 or len(anchors) < 2:
+        raise invalid(where, "points of shape (m, ...) with m >= 2", f"shape "
+                      f"{tuple(anchors.shape)}", "stack at least two inputs along dimension 0")
+    steps = (anchors[1:] - anchors[:-1]).reshape(len(anchors) - 1, -1)
+    if (steps.abs().amax(1) == 0).any():
+        raise invalid(where, "consecutive points that differ", "a repeated point",
+                      "drop repeated consecutive points")
+    return anchors
+
+
+def _check_n(n: Any, where: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise invalid(where, "n an integer >= 2", f"n={n!r}", "pass the number of points")
+    return int(n)
