@@ -23,7 +23,7 @@ from nngauge.errors import invalid
 
 Kind = Literal["line", "arc", "through", "points"]
 
-__all__ = ["Trajectory", "arc", "as_trajectory", "line", "through"]
+__all__ = ["Trajectory", "arc", "as_trajectory", "line", "polyline_length", "through"]
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,13 @@ def as_trajectory(value: Any, where: str = "as_trajectory()") -> Trajectory:
         return value
     anchors = _anchor_points(value, where)
     return Trajectory(anchors, _anchor_times(len(anchors)), "points", anchors)
+
+
+def polyline_length(points: torch.Tensor) -> torch.Tensor:
+    """sum_i ||x_{i+1} - x_i||_2 over consecutive rows of ``points`` (n, ...) (0 when n < 2):
+    the length of the polygon through them (Raghu et al. section 2.2), differentiable."""
+    flat = points.reshape(points.shape[0], -1)
+    return torch.linalg.vector_norm(flat[1:] - flat[:-1], dim=1).sum()
 
 
 def _build(kind: Kind, anchors: torch.Tensor, n: int) -> Trajectory:

@@ -37,7 +37,7 @@ from nngauge._internal.probing import (
     forward_batches,
 )
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge.measures._result import MeasureResult, row_named
 
 Method = Literal["probe", "exact"]
 HIGH_BIAS_THRESHOLD = 1000.0
@@ -121,10 +121,7 @@ class NLCProfile(MeasureResult):
     n_probes: int
 
     def __getitem__(self, name: str) -> NLCLayer:
-        for layer in self.layers:
-            if layer.name == name:
-                return layer
-        raise KeyError(f"{name!r} is not a measured layer; measured: {[l.name for l in self.layers]}")
+        return row_named(self.layers, name, "a measured layer")
 
     def plot(self, ax=None):
         """NLC (log scale) of each sub-network against its layer. Needs matplotlib."""

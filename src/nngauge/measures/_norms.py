@@ -38,7 +38,7 @@ from nngauge._internal.layers import layer_kind
 from nngauge.errors import invalid
 from nngauge.measures._fold import fold_batchnorm
 from nngauge.measures._margin import class_scores, epsilon_margin, margins_of
-from nngauge.measures._result import MeasureResult
+from nngauge.measures._result import MeasureResult, row_named
 
 _PASS_THROUGH = (nn.Identity, nn.Flatten, nn.modules.dropout._DropoutNd)
 _PIECEWISE_LINEAR = (nn.ReLU, nn.LeakyReLU, nn.ReLU6, nn.Hardtanh, nn.PReLU)
@@ -276,11 +276,7 @@ class CapacityResult(MeasureResult):
     bias: bool
 
     def __getitem__(self, name: str) -> CapacityMeasure:
-        for measure in self.measures:
-            if measure.name == name:
-                return measure
-        known = [m.name for m in self.measures]
-        raise KeyError(f"{name!r} is not a capacity measure; known: {known}")
+        return row_named(self.measures, name, "a capacity measure")
 
 
 def capacity(

@@ -57,3 +57,12 @@ class MeasureResult:
 def quadratic_mean(sum_of_squares: float, count: int) -> float:
     """Q = sqrt(E[v^2]) from a running sum of squares."""
     return math.sqrt(sum_of_squares / count) if count else math.nan
+
+
+def row_named(rows, name: str, what: str):
+    """The row of ``rows`` whose ``.name`` is ``name`` (results' ``__getitem__``), or a
+    KeyError listing the names there are."""
+    for row in rows:
+        if row.name == name:
+            return row
+    raise KeyError(f"{name!r} is not {what}; known: {[row.name for row in rows]}")

@@ -36,7 +36,7 @@ from nngauge.measures._dichotomies import (
     labels_of,
     layer_weight,
 )
-from nngauge.measures._result import MeasureResult
+from nngauge.measures._result import MeasureResult, row_named
 
 DEFAULT_NOISE_LEVELS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0)
 """Relative noise magnitudes; figure 6 of the paper sweeps magnitudes around 0.25."""
@@ -86,11 +86,7 @@ class WeightNoiseResult(MeasureResult):
     settings: dict
 
     def __getitem__(self, name: str) -> WeightNoiseLayer:
-        for layer in self.layers:
-            if layer.name == name:
-                return layer
-        raise KeyError(f"{name!r} is not a perturbed layer; perturbed: "
-                       f"{[layer.name for layer in self.layers]}")
+        return row_named(self.layers, name, "a perturbed layer")
 
     def plot(self, ax=None):
         """Accuracy against noise level, one line per layer. Needs matplotlib."""

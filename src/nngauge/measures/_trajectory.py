@@ -25,7 +25,7 @@ from nngauge._internal.piecewise import CHUNK_POINTS, check_not_batch_coupled
 from nngauge._internal.probing import prepare_inputs, run_model
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
-from nngauge.trajectories import Trajectory, as_trajectory
+from nngauge.trajectories import Trajectory, as_trajectory, polyline_length
 
 DEFAULT_KINDS = ("activation", "pool")
 INPUT, OUTPUT = "input", "output"
@@ -192,8 +192,7 @@ def _lengths(model: nn.Module, traj: Trajectory, layers: Sequence[Layer], output
         x = prepare_inputs(traj.points[start:start + CHUNK_POINTS], model, requires_grad=False)
         images = _images(model, x, layers, output, where)
         for i, z in enumerate(images):
-            flat = z.reshape(len(z), -1).to(torch.float64)
-            totals[i] += float(torch.linalg.vector_norm(torch.diff(flat, dim=0), dim=1).sum())
+            totals[i] += float(polyline_length(z.to(torch.float64)))
     return totals
 
 

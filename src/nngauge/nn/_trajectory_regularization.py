@@ -37,14 +37,9 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from nngauge.errors import invalid
+from nngauge.trajectories import polyline_length
 
 __all__ = ["TrajectoryRegularization", "trajectory_penalty"]
-
-
-def polyline_length(x: torch.Tensor) -> torch.Tensor:
-    """sum_i ||x_{i+1} - x_i||_2 over the batch order of x (b, ...) (0 when b < 2)."""
-    flat = x.reshape(x.shape[0], -1)
-    return torch.linalg.vector_norm(flat[1:] - flat[:-1], dim=1).sum()
 
 
 class TrajectoryRegularization(nn.Module):
