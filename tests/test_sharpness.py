@@ -79,26 +79,43 @@ def test_kl_matches_formula():
 
 
 def test_batched_equals_loop_over_copies():
+    """The documented draw contract, replayed by copying and perturbing the model."""
     net, x, y = _trained(steps=5)
     alpha, n, b = 0.05, 7, 10
     r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, n_samples=n,
                            batch_size=b, chunk_size=3, generator=torch.Generator().manual_seed(4))
-    gen = torch.Generator().manual_seed(4)
+    base = int(torch.randint(2**63 - 1, (), generator=torch.Generator().manual_seed(4)))
     params = dict(net.named_parameters())
     expected, bases = [], []
-    for start in range(0, n, 3):
-        c = min(3, n - start)
-        z = {k: torch.randn((c, *p.shape), generator=gen, dtype=p.dtype) for k, p in params.items()}
-        idx = torch.rand((c, len(y)), generator=gen).argsort(dim=1)[:, :b]
-        for i in range(c):
-            copy_ = copy.deepcopy(net)
-            with torch.no_grad():
-                for k, p in copy_.named_parameters():
-                    p.add_(alpha * (10 * params[k].abs() + 1) * z[k][i])
-            expected.append(F.cross_entropy(copy_(x[idx[i]]), y[idx[i]]).item())
-            bases.append(F.cross_entropy(net(x[idx[i]]), y[idx[i]]).item())
+    for k in range(n):
+        seed = int(np.random.SeedSequence((base, k)).generate_state(1, np.uint64)[0])
+        gen = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(len(y), generator=gen)[:b]
+        copy_ = copy.deepcopy(net)
+        with torch.no_grad():
+            for name, p in copy_.named_parameters():
+                z = torch.empty_like(p).normal_(generator=gen)
+                p.add_(alpha * (10 * params[name].abs() + 1) * z)
+        expected.append(F.cross_entropy(copy_(x[idx]), y[idx]).item())
+        bases.append(F.cross_entropy(net(x[idx]), y[idx]).item())
     assert np.allclose(r.perturbed_losses, expected, atol=1e-12)
     assert r.expected_sharpness == pytest.approx(np.mean(expected) - np.mean(bases), abs=1e-12)
+
+
+def test_expected_sharpness_independent_of_chunks_and_threads():
+    net, x, y = _trained(steps=5)
+    run = lambda chunk: expected_sharpness(
+        net, F.cross_entropy, (x, y), alpha=0.05, n_samples=9, batch_size=10,
+        chunk_size=chunk, generator=torch.Generator().manual_seed(8)).perturbed_losses
+    reference = run(9)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = run(2)
+    finally:
+        torch.set_num_threads(threads)
+    assert np.array_equal(run(4), reference) and np.array_equal(single, reference)
+    assert len(set(reference.tolist())) == 9  # distinct perturbations
 
 
 def test_expected_sharpness_deterministic_and_grows_with_alpha():

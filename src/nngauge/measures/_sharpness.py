@@ -22,6 +22,7 @@ perturbations are evaluated in chunks with ``torch.func.vmap``.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional, Sequence
 
@@ -259,9 +260,13 @@ def expected_sharpness(
     Each perturbation is scored on its own mini-batch of ``batch_size`` points drawn without
     replacement (all the data when ``batch_size`` >= m), against L(w) on the same batch.
     Perturbations are evaluated ``chunk_size`` at a time by ``vmap`` over
-    ``functional_call``. Draw order (for reproducing): per chunk of c perturbations, for each
-    parameter in ``named_parameters()`` order, ``torch.randn((c, *shape), generator=...)``;
-    then, when batch_size < m, ``torch.rand((c, m), generator=...).argsort(1)[:, :batch_size]``.
+    ``functional_call``; their noise is drawn in parallel on ``torch.get_num_threads()``
+    threads. Draw order (for reproducing): perturbation k has its own ``torch.Generator``
+    seeded with ``perturbation_seeds(generator, n_samples)[k]``; from it, when batch_size < m,
+    ``torch.randperm(m)[:batch_size]`` (its mini-batch), then for each parameter in
+    ``named_parameters()`` order a standard normal tensor of the parameter's shape
+    (``Tensor.normal_``; parameters on another device use a generator of that device with the
+    same seed). Results therefore do not depend on ``chunk_size`` or the thread count.
 
     Args:
         model: the trained network; evaluated in eval mode, never modified.
@@ -398,29 +403,57 @@ def gaussian_kl(params: dict, stds: dict) -> float:
                      for n, w in params.items()))
 
 
+def perturbation_seeds(generator: Optional[torch.Generator], n: int) -> list[int]:
+    """One seed per perturbation: k -> SeedSequence((base, k)), base one draw of ``generator``.
+
+    ``base = int(torch.randint(2**63 - 1, (), generator=generator))`` (torch's default
+    generator when None); seed k is ``numpy.random.SeedSequence((base, k))
+    .generate_state(1, numpy.uint64)[0]``. Perturbation k depends on nothing else, so results
+    do not depend on ``chunk_size`` or on the number of threads.
+    """
+    base = int(torch.randint(2**63 - 1, (), generator=generator))
+    return [int(np.random.SeedSequence((base, k)).generate_state(1, np.uint64)[0])
+            for k in range(n)]
+
+
 def _perturbed_losses(model, loss_fn, params, stds, x, y, *, n_samples, batch_size, chunk_size,
                       generator, where) -> tuple[np.ndarray, np.ndarray]:
     m = len(y)
     full = batch_size >= m
+    seeds = perturbation_seeds(generator, n_samples)
+    width = min(chunk_size, n_samples)
+    # theta = w + std * z, one buffer per parameter reused by every chunk
+    theta = {n: torch.empty((width, *w.shape), dtype=w.dtype, device=w.device)
+             for n, w in params.items()}
+    idx = torch.empty((width, min(batch_size, m)), dtype=torch.long)
+
+    def draw(j: int, seed: int) -> None:
+        """Perturbation j of the chunk: its mini-batch, then its noise, parameter by parameter."""
+        cpu = torch.Generator().manual_seed(seed)
+        if not full:
+            idx[j] = torch.randperm(m, generator=cpu)[:batch_size]
+        for n, w in params.items():
+            gen = cpu if w.device.type == "cpu" else torch.Generator(w.device).manual_seed(seed)
+            torch.addcmul(w, theta[n][j].normal_(generator=gen), stds[n], out=theta[n][j])
 
     def loss_at(theta, xb, yb):
         return _loss(model, loss_fn, theta, xb, yb, where)
 
-
     losses, bases = [], []
-    with torch.no_grad():
+    threads = max(1, torch.get_num_threads())
+    with torch.no_grad(), ThreadPoolExecutor(threads) as pool:
         for start in range(0, n_samples, chunk_size):
             c = min(chunk_size, n_samples - start)
-            # theta = w + std * z, formed in place in the noise buffers (no extra copies)
-            theta = {n: torch.randn((c, *w.shape), generator=generator, dtype=w.dtype)
-                     .to(w.device).mul_(stds[n]).add_(w) for n, w in params.items()}
+            # torch draws Gaussians on one core; perturbations are independent streams
+            list(pool.map(draw, range(c), seeds[start:start + c]))
+            chunk = {n: t[:c] for n, t in theta.items()}
             if full:
-                losses.append(vmap(loss_at, in_dims=(0, None, None))(theta, x, y))
+                losses.append(vmap(loss_at, in_dims=(0, None, None))(chunk, x, y))
                 bases.append(loss_at(params, x, y).expand(c))
                 continue
-            idx = torch.rand((c, m), generator=generator).argsort(dim=1)[:, :batch_size]
-            xb, yb = x[idx.to(x.device)], y[idx.to(y.device)]
-            losses.append(vmap(loss_at)(theta, xb, yb))
+            rows = idx[:c].to(x.device)
+            xb, yb = x[rows], y[rows]
+            losses.append(vmap(loss_at)(chunk, xb, yb))
             bases.append(vmap(lambda a, b: loss_at(params, a, b))(xb, yb))
     return (torch.cat(losses).double().cpu().numpy(), torch.cat(bases).double().cpu().numpy())
 
