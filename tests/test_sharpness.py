@@ -83,7 +83,9 @@ def test_batched_equals_loop_over_copies():
     net, x, y = _trained(steps=5)
     alpha, n, b = 0.05, 7, 10
     r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, n_samples=n,
-                           batch_size=b, chunk_size=3, generator=torch.Generator().manual_seed(4))
+                           batch_size=b, method="weights", chunk_size=3,
+                           generator=torch.Generator().manual_seed(4))
+    assert r.method == "weights"
     base = int(torch.randint(2**63 - 1, (), generator=torch.Generator().manual_seed(4)))
     params = dict(net.named_parameters())
     expected, bases = [], []
@@ -102,10 +104,12 @@ def test_batched_equals_loop_over_copies():
     assert r.expected_sharpness == pytest.approx(np.mean(expected) - np.mean(bases), abs=1e-12)
 
 
-def test_expected_sharpness_independent_of_chunks_and_threads():
+@pytest.mark.parametrize("method", ["weights", "local"])
+def test_expected_sharpness_independent_of_chunks_and_threads(method):
+    """Chunk size 1 never gathers distinct points (local), 9 does: same numbers."""
     net, x, y = _trained(steps=5)
     run = lambda chunk: expected_sharpness(
-        net, F.cross_entropy, (x, y), alpha=0.05, n_samples=9, batch_size=10,
+        net, F.cross_entropy, (x, y), alpha=0.05, n_samples=9, batch_size=10, method=method,
         chunk_size=chunk, generator=torch.Generator().manual_seed(8)).perturbed_losses
     reference = run(9)
     threads = torch.get_num_threads()
@@ -114,7 +118,8 @@ def test_expected_sharpness_independent_of_chunks_and_threads():
         single = run(2)
     finally:
         torch.set_num_threads(threads)
-    assert np.array_equal(run(4), reference) and np.array_equal(single, reference)
+    for other in (run(4), run(1), single):
+        assert np.allclose(other, reference, rtol=0, atol=1e-13)
     assert len(set(reference.tolist())) == 9  # distinct perturbations
 
 

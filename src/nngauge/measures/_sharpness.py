@@ -15,8 +15,10 @@ remark; appendix A's printed expression is twice this). The PAC-Bayes bound of e
 
 m the number of training points (eq. 6 has ln(1 / delta) instead). All parameters (weights and
 biases) are perturbed; buffers (batchnorm statistics) are not. The model runs in eval mode and
-is never modified: perturbed parameters are passed with ``torch.func.functional_call``, and
-perturbations are evaluated in chunks with ``torch.func.vmap``.
+its parameters are never modified: perturbed parameters are passed with
+``torch.func.functional_call`` and perturbations are evaluated in chunks with
+``torch.func.vmap`` (``method="weights"``), or the same expectation is estimated by sampling
+the units' Gaussians (``method="local"``, module ``_local_noise``).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from nngauge._internal.data import collect
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.probing import prepare_inputs
 from nngauge.errors import invalid
+from nngauge.measures._local_noise import LocalNoise
 from nngauge.measures._result import MeasureResult
 
 Noise = Literal["relative", "isotropic"]
+Method = Literal["auto", "weights", "local"]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 BoundForm = Literal["eq5", "eq6"]
 
@@ -88,7 +92,9 @@ class ExpectedSharpnessResult(MeasureResult):
         sigma: the isotropic std (None for relative noise).
         n_samples, batch_size: perturbations and points per perturbation.
         n_parameters: number of perturbed parameters.
-        perturbed_losses: L_B(w + nu) per perturbation, shape (n_samples,) (not in to_dict).
+        method: the estimator used, "weights" or "local" (see :func:`expected_sharpness`).
+        perturbed_losses: L_B(w + nu) per perturbation, shape (n_samples,) (not in to_dict);
+            with method "local", the mini-batch mean of losses under noise drawn per point.
     """
 
     expected_sharpness: float
@@ -102,6 +108,7 @@ class ExpectedSharpnessResult(MeasureResult):
     n_samples: int
     batch_size: int
     n_parameters: int
+    method: str
     perturbed_losses: np.ndarray = field(repr=False)
 
 
@@ -127,6 +134,7 @@ class PACBayesResult(MeasureResult):
         train_loss: L(w) on all m points.
         best_bound, best_alpha: the smallest bound over the alphas and where.
         m, delta, form, noise: settings (form "eq5": ln(2m/delta); "eq6": ln(1/delta)).
+        method: the expected-sharpness estimator used ("weights" or "local").
     """
 
     layers: tuple[PACBayesPoint, ...]
@@ -137,6 +145,7 @@ class PACBayesResult(MeasureResult):
     delta: float
     form: str
     noise: str
+    method: str
 
     def plot(self, ax=None):
         """KL (log scale) against expected sharpness, as Figure 2. Needs matplotlib."""
@@ -250,7 +259,8 @@ def expected_sharpness(
     batch_size: int = 64,
     noise: Noise = "relative",
     sigma: Optional[float] = None,
-    chunk_size: int = 100,
+    method: Method = "auto",
+    chunk_size: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
 ) -> ExpectedSharpnessResult:
     """Expected sharpness E_nu[L(w + nu)] - L(w) under Gaussian nu, and the KL term.
@@ -259,27 +269,45 @@ def expected_sharpness(
     ``noise="isotropic"``: sigma_i = sigma (``sigma`` defaults to ``alpha``), as eq. 6.
     Each perturbation is scored on its own mini-batch of ``batch_size`` points drawn without
     replacement (all the data when ``batch_size`` >= m), against L(w) on the same batch.
-    Perturbations are evaluated ``chunk_size`` at a time by ``vmap`` over
-    ``functional_call``; their noise is drawn in parallel on ``torch.get_num_threads()``
-    threads. Draw order (for reproducing): perturbation k has its own ``torch.Generator``
-    seeded with ``perturbation_seeds(generator, n_samples)[k]``; from it, when batch_size < m,
-    ``torch.randperm(m)[:batch_size]`` (its mini-batch), then for each parameter in
-    ``named_parameters()`` order a standard normal tensor of the parameter's shape
-    (``Tensor.normal_``; parameters on another device use a generator of that device with the
-    same seed). Results therefore do not depend on ``chunk_size`` or the thread count.
+
+    Two estimators of the same expectation:
+
+    - ``method="weights"`` (the paper's): one nu per perturbation, drawn for every parameter;
+      chunks of ``chunk_size`` perturbations are evaluated by ``vmap`` over
+      ``functional_call``, their noise drawn in parallel on ``torch.get_num_threads()``
+      threads. Draw order: perturbation k has its own ``torch.Generator`` seeded with
+      ``perturbation_seeds(generator, n_samples)[k]``; from it, when batch_size < m,
+      ``torch.randperm(m)[:batch_size]`` (its mini-batch), then for each parameter in
+      ``named_parameters()`` order a standard normal tensor of the parameter's shape
+      (``Tensor.normal_``; parameters on another device use a generator of that device with
+      the same seed).
+    - ``method="local"``: the local reparameterization (Kingma et al. 2015): each Linear/ConvNd
+      output is drawn from its exact Gaussian given its input, independently per point, so
+      the per-point output distribution is that of weight noise and the mini-batch mean has
+      the same expectation, with lower variance, at a cost of one Gaussian per unit and point
+      (module ``_local_noise``; same seeds and mini-batches, then the unit noise in layer call
+      order). It applies when every parameter belongs to a Linear/Conv1d/2d/3d module run
+      once per forward pass and examples do not interact (checked, structurally and
+      numerically).
+    - ``method="auto"`` (default): "local" when it applies, else "weights".
+
+    Results do not depend on ``chunk_size`` or the thread count.
 
     Args:
-        model: the trained network; evaluated in eval mode, never modified.
-        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss; must work under ``vmap``
-            (torch's functional losses do).
+        model: the trained network; evaluated in eval mode, never modified (hooks are added
+            for the duration of a "local" evaluation and removed).
+        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss over the batch; must work
+            under ``vmap`` (torch's functional losses do).
         data: ``(inputs, labels)`` or a Dataset / DataLoader of pairs.
         alpha: noise scale (> 0).
         n_samples: number of perturbations (paper: 1000).
         batch_size: points per perturbation (paper: 64).
         noise: "relative" or "isotropic".
         sigma: isotropic standard deviation (default ``alpha``).
-        chunk_size: perturbations per vmapped evaluation (memory: chunk_size copies of the
-            parameters and activations).
+        method: "auto", "weights" or "local".
+        chunk_size: perturbations per evaluation (default: 100 for "weights", which holds
+            chunk_size copies of the parameters; for "local", as many as keep the widest
+            layer output of a chunk under 2**25 elements).
         generator: for the noise and the batches (deterministic).
 
     Returns:
@@ -290,15 +318,20 @@ def expected_sharpness(
         >>> net = torch.nn.Linear(3, 2)
         >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
         >>> r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.01, n_samples=50)
-        >>> r.kl > 0 and r.n_parameters == 8
+        >>> r.kl > 0 and r.n_parameters == 8 and r.method == "local"
         True
     """
     where = "expected_sharpness()"
     _check_positive(where, alpha=alpha)
-    _check_count(where, n_samples=n_samples, batch_size=batch_size, chunk_size=chunk_size)
+    _check_count(where, n_samples=n_samples, batch_size=batch_size)
+    if chunk_size is not None:
+        _check_count(where, chunk_size=chunk_size)
     if noise not in ("relative", "isotropic"):
         raise invalid(where, "noise 'relative' or 'isotropic'", repr(noise),
                       "use 'relative' (appendix A) or 'isotropic' (eq. 6)")
+    if method not in ("auto", "weights", "local"):
+        raise invalid(where, "method 'auto', 'weights' or 'local'", repr(method),
+                      "use 'auto' (default)")
     if sigma is not None:
         if noise != "isotropic":
             raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
@@ -309,17 +342,41 @@ def expected_sharpness(
         model.eval()
         params = _parameters(model, where)
         stds = noise_std(params, alpha, noise=noise, sigma=sigma)
-        losses, base = _perturbed_losses(model, loss_fn, params, stds, x, y, n_samples=n_samples,
-                                         batch_size=batch_size, chunk_size=chunk_size,
-                                         generator=generator, where=where)
+        local = LocalNoise(model, stds)
+        blocker = None if method == "weights" else local.blocker(params, x)
+        if method == "local" and blocker:
+            raise invalid(where, "a model the local estimator applies to (parameters only in "
+                          "Linear/ConvNd modules run once, independent examples)", blocker,
+                          "use method='weights' (or 'auto')")
+        seeds = perturbation_seeds(generator, n_samples)
+        m = len(y)
+        size = min(batch_size, m)
+
+        def minibatch(gen: torch.Generator) -> torch.Tensor:
+            return torch.arange(m) if size == m else torch.randperm(m, generator=gen)[:size]
+
+        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+            if method == "weights" or blocker:
+                used = "weights"
+                losses, base = _perturbed_losses(
+                    model, loss_fn, params, stds, x, y, seeds=seeds, minibatch=minibatch,
+                    size=size, chunk_size=chunk_size or 100, pool=pool, where=where)
+            else:
+                used = "local"
+                losses, base = local.perturbed_losses(
+                    vmap(lambda out, labels: _checked_loss(loss_fn, out, labels, where)), x, y,
+                    seeds=seeds, minibatch=minibatch,
+                    chunk_size=chunk_size or local.chunk_for(size), pool=pool)
+    losses, base = losses.double().cpu().numpy(), base.double().cpu().numpy()
     diff = losses - base
     stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
     return ExpectedSharpnessResult(
         expected_sharpness=float(diff.mean()), stderr=stderr, expected_loss=float(losses.mean()),
         loss=float(base.mean()), kl=gaussian_kl(params, stds), alpha=float(alpha), noise=noise,
         sigma=(float(sigma if sigma is not None else alpha) if noise == "isotropic" else None),
-        n_samples=n_samples, batch_size=min(batch_size, len(y)),
-        n_parameters=sum(w.numel() for w in params.values()), perturbed_losses=losses)
+        n_samples=n_samples, batch_size=size,
+        n_parameters=sum(w.numel() for w in params.values()), method=used,
+        perturbed_losses=losses)
 
 
 def pac_bayes(
@@ -333,7 +390,8 @@ def pac_bayes(
     batch_size: int = 64,
     noise: Noise = "relative",
     form: BoundForm = "eq5",
-    chunk_size: int = 100,
+    method: Method = "auto",
+    chunk_size: Optional[int] = None,
     eval_batch_size: int = 1024,
     generator: Optional[torch.Generator] = None,
 ) -> PACBayesResult:
@@ -377,15 +435,16 @@ def pac_bayes(
     points = []
     for alpha in alphas:
         r = expected_sharpness(model, loss_fn, (x, y), alpha=alpha, n_samples=n_samples,
-                               batch_size=batch_size, noise=noise, chunk_size=chunk_size,
-                               generator=generator)
+                               batch_size=batch_size, noise=noise, method=method,
+                               chunk_size=chunk_size, generator=generator)
         points.append(PACBayesPoint(
             alpha=alpha, kl=r.kl, expected_sharpness=r.expected_sharpness, stderr=r.stderr,
             expected_loss=r.expected_loss,
             bound=pac_bayes_bound(train_loss, r.expected_sharpness, r.kl, m, delta, form=form)))
     best = min(points, key=lambda p: p.bound)
     return PACBayesResult(layers=tuple(points), train_loss=train_loss, best_bound=best.bound,
-                          best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise)
+                          best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise,
+                          method=r.method)
 
 
 def noise_std(params: dict, alpha: float, *, noise: Noise = "relative",
@@ -416,22 +475,21 @@ def perturbation_seeds(generator: Optional[torch.Generator], n: int) -> list[int
             for k in range(n)]
 
 
-def _perturbed_losses(model, loss_fn, params, stds, x, y, *, n_samples, batch_size, chunk_size,
-                      generator, where) -> tuple[np.ndarray, np.ndarray]:
-    m = len(y)
-    full = batch_size >= m
-    seeds = perturbation_seeds(generator, n_samples)
-    width = min(chunk_size, n_samples)
+def _perturbed_losses(model, loss_fn, params, stds, x, y, *, seeds, minibatch, size,
+                      chunk_size, pool, where) -> tuple[torch.Tensor, torch.Tensor]:
+    """L_B(w + nu) and L_B(w) per perturbation: vmap over functional_call, chunk by chunk."""
+    width = min(chunk_size, len(seeds))
     # theta = w + std * z, one buffer per parameter reused by every chunk
     theta = {n: torch.empty((width, *w.shape), dtype=w.dtype, device=w.device)
              for n, w in params.items()}
-    idx = torch.empty((width, min(batch_size, m)), dtype=torch.long)
+    full = size == len(y)  # every perturbation on all the data: x is not copied
+    idx = torch.empty((width, size), dtype=torch.long)
 
     def draw(j: int, seed: int) -> None:
         """Perturbation j of the chunk: its mini-batch, then its noise, parameter by parameter."""
         cpu = torch.Generator().manual_seed(seed)
         if not full:
-            idx[j] = torch.randperm(m, generator=cpu)[:batch_size]
+            idx[j] = minibatch(cpu)
         for n, w in params.items():
             gen = cpu if w.device.type == "cpu" else torch.Generator(w.device).manual_seed(seed)
             torch.addcmul(w, theta[n][j].normal_(generator=gen), stds[n], out=theta[n][j])
@@ -440,10 +498,9 @@ def _perturbed_losses(model, loss_fn, params, stds, x, y, *, n_samples, batch_si
         return _loss(model, loss_fn, theta, xb, yb, where)
 
     losses, bases = [], []
-    threads = max(1, torch.get_num_threads())
-    with torch.no_grad(), ThreadPoolExecutor(threads) as pool:
-        for start in range(0, n_samples, chunk_size):
-            c = min(chunk_size, n_samples - start)
+    with torch.no_grad():
+        for start in range(0, len(seeds), chunk_size):
+            c = min(chunk_size, len(seeds) - start)
             # torch draws Gaussians on one core; perturbations are independent streams
             list(pool.map(draw, range(c), seeds[start:start + c]))
             chunk = {n: t[:c] for n, t in theta.items()}
@@ -455,16 +512,20 @@ def _perturbed_losses(model, loss_fn, params, stds, x, y, *, n_samples, batch_si
             xb, yb = x[rows], y[rows]
             losses.append(vmap(loss_at)(chunk, xb, yb))
             bases.append(vmap(lambda a, b: loss_at(params, a, b))(xb, yb))
-    return (torch.cat(losses).double().cpu().numpy(), torch.cat(bases).double().cpu().numpy())
+    return torch.cat(losses), torch.cat(bases)
 
 
-def _loss(model, loss_fn, theta, x, y, where) -> torch.Tensor:
-    value = loss_fn(functional_call(model, theta, (x,)), y)
+def _checked_loss(loss_fn, outputs, y, where) -> torch.Tensor:
+    value = loss_fn(outputs, y)
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
         raise invalid(where, "loss_fn(outputs, labels) returning a scalar tensor",
                       f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}",
                       "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
     return value.reshape(())
+
+
+def _loss(model, loss_fn, theta, x, y, where) -> torch.Tensor:
+    return _checked_loss(loss_fn, functional_call(model, theta, (x,)), y, where)
 
 
 def _full_loss(model, loss_fn, params, x, y, batch_size, where) -> float:
