@@ -135,8 +135,8 @@ class LocalNoise:
                 if qualified not in params:
                     return f"parameter {qualified!r} is tied to another parameter"
         gen = torch.Generator().manual_seed(0)
-        shift = {n: (0.5 * torch.randn(w.shape, generator=gen, dtype=torch.float64)).to(w)
-                 * (w.abs() + w.abs().mean() + 1e-3) for n, w in params.items()}
+        shift = {n: torch.randn(w.shape, generator=gen, dtype=w.dtype).to(w.device)
+                 * (0.5 * (w.abs() + w.abs().mean() + 1e-3)) for n, w in params.items()}
         distinct = torch.arange(min(len(x), 3), device=x.device)
         rows = distinct.repeat(2)
         self.shift, self.inverse, self.n_distinct, self.calls = shift, rows, len(distinct), {}
