@@ -72,6 +72,10 @@ class LocalNoise:
         self.model, self.stds = model, stds
         self.names = {module: name for name, module in model.named_modules()
                       if type(module) in LOCAL_MODULES}
+        # each hooked module's (weight, bias) names in named_parameters(); bias None if absent
+        self.keys = {module: (_qualified(name, "weight"),
+                              None if module.bias is None else _qualified(name, "bias"))
+                     for module, name in self.names.items()}
         self.inverse: Optional[torch.Tensor] = None
         self.n_distinct = 0
         self.fill: Callable[[torch.Tensor], None] = lambda noise: None
@@ -94,14 +98,14 @@ class LocalNoise:
         self.calls[name] = self.calls.get(name, 0) + 1
         x = args[0]
         gather = self.inverse is not None and x.shape[0] == self.n_distinct
+        weight_key, bias_key = self.keys[module]
         if self.shift is not None:
-            bias = None if module.bias is None else module.bias + self.shift[_qualified(name, "bias")]
-            output = _affine(module, x, module.weight + self.shift[_qualified(name, "weight")], bias)
+            bias = None if bias_key is None else module.bias + self.shift[bias_key]
+            output = _affine(module, x, module.weight + self.shift[weight_key], bias)
             self.widest = max(self.widest, output[0].numel())
             return output[self.inverse] if gather else output
-        var_weight = self.stds[_qualified(name, "weight")].square()
-        var_bias = None if module.bias is None else self.stds[_qualified(name, "bias")].square()
-        std = _affine(module, x.square(), var_weight, var_bias).sqrt_()
+        var_bias = None if bias_key is None else self.stds[bias_key].square()
+        std = _affine(module, x.square(), self.stds[weight_key].square(), var_bias).sqrt_()
         if gather:
             output, std = output.index_select(0, self.inverse), std.index_select(0, self.inverse)
         noise = torch.empty_like(output)
@@ -156,7 +160,8 @@ class LocalNoise:
         if len(self.calls) != len(self.names) or any(c != 1 for c in self.calls.values()):
             return f"Linear/ConvNd modules do not each run once per forward pass: {self.calls}"
         scale = float(reference.abs().max()) + 1e-12
-        if hooked.shape != reference.shape or float((hooked - reference).abs().max()) > 1e-4 * scale:
+        if (hooked.shape != reference.shape
+                or float((hooked - reference).abs().max()) > 1e-4 * scale):
             return "some parameter is used outside its Linear/ConvNd module's forward"
         if float((alone[0] - together[0]).abs().max()) > 1e-4 * (float(alone.abs().max()) + 1e-12):
             return "an example's output depends on the other examples of its batch"
