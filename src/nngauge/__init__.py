@@ -37,7 +37,7 @@ _MEASURES = (
     "ActivationPatternsResult", "DichotomiesResult", "TrajectoryLengthResult",
     "TransitionsResult", "WeightNoiseResult", "activation_patterns", "dichotomies",
     "trajectory_length", "transitions", "weight_noise_robustness",
-    "RegionDensityResult", "region_density",
+    "RegionDensityResult", "region_density", "RegionsResult", "regions",
 )
 _TRAINING = ("Tracker", "fit", "lr_search")
 _REPORT = ("build_report",)

@@ -52,6 +52,7 @@ from nngauge.measures import (
     pac_bayes,
     path_norm,
     region_density,
+    regions,
     sharpness,
     sharpness_conditions,
     skim,
@@ -59,7 +60,7 @@ from nngauge.measures import (
     transitions,
     weight_noise_robustness,
 )
-from nngauge.trajectories import line
+from nngauge.trajectories import line, plane
 from nngauge.zoo import ZOO, ZooEntry, sample_inputs, sample_labels
 
 Status = Literal["ok", "refused", "crash"]
@@ -152,6 +153,19 @@ def _cell_trajectory(model, d: Inputs):
     return trajectory_length(model, line(d.point0, d.point1, 9), max_points=65, **d.per_point)
 
 
+def _cell_regions(model, d: Inputs):
+    """Regions on a small box of the plane through three inputs (embedded for token models):
+    exact where the network is piecewise linear on its own input, else on a grid."""
+    points = d.x[:3]
+    if d.input_module is not None:
+        with torch.no_grad():
+            points = model.get_submodule(d.input_module)(points).detach()
+    exact = d.entry.piecewise_linear and d.input_module is None
+    return regions(model, plane(*points), bounds=(0.0, 0.01, 0.0, 0.01),
+                   method="exact" if exact else "grid", max_regions=4096, resolution=32,
+                   **d.per_point)
+
+
 def _folded_function(model, d: Inputs):
     """fold_batchnorm's copy and the largest relative change of the eval-mode function."""
     import copy
@@ -194,6 +208,7 @@ MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
         m, d.x[:4], radius=0.5, n_directions=2, neighbourhood_dims=4,
         method="exact" if d.entry.piecewise_linear else "sampled", max_evaluations=256,
         generator=_generator(), norm_mode=d.norm_mode, norm_data=d.x),
+    "regions": _cell_regions,
     "dichotomies": lambda m, d: dichotomies(
         m, d.x[:6], layer=_first_weight_layer(m), n_steps=16, generator=_generator()),
     "weight_noise_robustness": lambda m, d: weight_noise_robustness(

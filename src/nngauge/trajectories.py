@@ -1,11 +1,13 @@
-"""One-dimensional input trajectories x(t), t in [0, 1] (Raghu et al. 2017, section 2).
+"""Input trajectories x(t), t in [0, 1] (Raghu et al. 2017, section 2), and input planes.
 
 - :func:`line`: x(t) = (1 - t) x0 + t x1, the affine trajectory of Corollary 1;
 - :func:`arc`: x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1, the circular trajectory of the
   paper's figures (a quarter great circle when x0 and x1 are orthogonal of equal norm);
 - :func:`through`: the piecewise-linear path through data points, as trajectory
   regularization (section 3) interpolates between inputs;
-- :func:`as_trajectory`: a user tensor of points (n, ...), read as the polyline through them.
+- :func:`as_trajectory`: a user tensor of points (n, ...), read as the polyline through them;
+- :func:`plane`: the 2-D slice x(u, v) = x0 + u (x1 - x0) + v (x2 - x0) through three inputs,
+  on which figure 1 draws a network's linear regions (Theorem 2).
 
 Inputs may have any shape (vectors, images): points have shape (n, *x0.shape).
 """
@@ -23,7 +25,8 @@ from nngauge.errors import invalid
 
 Kind = Literal["line", "arc", "through", "points"]
 
-__all__ = ["Trajectory", "arc", "as_trajectory", "line", "polyline_length", "through"]
+__all__ = ["Plane", "Trajectory", "arc", "as_trajectory", "line", "plane", "polyline_length",
+           "through"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,109 @@ def as_trajectory(value: Any, where: str = "as_trajectory()") -> Trajectory:
     return Trajectory(anchors, _anchor_times(len(anchors)), "points", anchors)
 
 
+@dataclass(frozen=True)
+class Plane:
+    """The plane x(u, v) = origin + u d1 + v d2 of input space, in coordinates (u, v).
+
+    Attributes:
+        origin: x(0, 0), the shape of one input.
+        directions: (2, *origin.shape): d1 = x(1, 0) - x(0, 0) and d2 = x(0, 1) - x(0, 0),
+            linearly independent.
+    """
+
+    origin: torch.Tensor = field(repr=False)
+    directions: torch.Tensor = field(repr=False)
+
+    @property
+    def anchors(self) -> torch.Tensor:
+        """(3, ...) the reference points x(0, 0), x(1, 0), x(0, 1)."""
+        return torch.cat([self.origin.unsqueeze(0), self.origin + self.directions])
+
+    def at(self, uv: Any) -> torch.Tensor:
+        """x(u, v) (n, ...) at plane coordinates ``uv`` (n, 2)."""
+        uv = torch.as_tensor(uv, dtype=self.origin.dtype, device=self.origin.device)
+        flat = self.directions.reshape(2, -1)
+        return (self.origin.reshape(1, -1) + uv @ flat).reshape(len(uv), *self.origin.shape)
+
+    def coordinates(self, points: Any) -> torch.Tensor:
+        """(n, 2) float64 coordinates (u, v) of the orthogonal projections of ``points``
+        (n, ...) onto the plane (least squares)."""
+        x = torch.as_tensor(points).to(dtype=torch.float64, device=self.origin.device)
+        flat = self.directions.reshape(2, -1).to(torch.float64)
+        offset = (x.reshape(len(x), -1) - self.origin.reshape(1, -1).to(torch.float64))
+        return torch.linalg.solve(flat @ flat.T, flat @ offset.T).T
+
+
+def plane(x0: Any, x1: Any = None, x2: Any = None, *, directions: Any = None) -> Plane:
+    """The plane through three inputs, x(u, v) = x0 + u (x1 - x0) + v (x2 - x0), or through
+    ``x0`` along ``directions`` = (d1, d2), x(u, v) = x0 + u d1 + v d2: the 2-D slice of input
+    space on which Raghu et al. (2017), figure 1, draw a network's linear regions (Theorem 2:
+    convex polytopes, here polygons in (u, v)).
+
+    Args:
+        x0, x1, x2: three inputs of one shape (no batch dimension), not on one line: x0 is
+            (0, 0), x1 is (1, 0), x2 is (0, 1).
+        directions: instead of x1 and x2, two linearly independent directions (d1, d2) of
+            x0's shape (a tensor (2, ...) or a pair).
+
+    Returns:
+        A :class:`Plane`.
+
+    Raises:
+        InvalidInputError: shapes that differ, non-finite values, or points on one line
+            (directions that are parallel or zero).
+
+    Example:
+        >>> import torch
+        >>> p = plane(torch.zeros(3), torch.tensor([2.0, 0.0, 0.0]), torch.tensor([0.0, 1.0, 1.0]))
+        >>> p.at(torch.tensor([[0.5, 1.0]])).tolist()
+        [[1.0, 1.0, 1.0]]
+        >>> p.coordinates(torch.tensor([[1.0, 3.0, 3.0]])).tolist()
+        [[0.5, 3.0]]
+    """
+    return make_plane(x0, x1, x2, directions, "plane()")
+
+
+def make_plane(x0: Any, x1: Any, x2: Any, directions: Any, where: str) -> Plane:
+    """:func:`plane`, its errors naming ``where`` (the measure the points were given to)."""
+    if (directions is None) == (x1 is None or x2 is None) or (x1 is None) != (x2 is None):
+        raise invalid(where, "three points plane(x0, x1, x2) or plane(origin, directions=(d1, "
+                      "d2))", f"x1={'set' if x1 is not None else None}, "
+                      f"x2={'set' if x2 is not None else None}, "
+                      f"directions={'set' if directions is not None else None}",
+                      "pass either x1 and x2, or directions")
+    origin = _as_tensor(x0, "x0", where)
+    if directions is None:
+        points = [origin] + [_as_tensor(x, name, where) for x, name in ((x1, "x1"), (x2, "x2"))]
+        _same_shapes(points, ("x0", "x1", "x2"), where)
+        spans = torch.stack([points[1].to(origin.dtype) - origin,
+                             points[2].to(origin.dtype) - origin])
+    else:
+        pair = list(directions) if isinstance(directions, (tuple, list)) else directions
+        spans = [_as_tensor(d, f"directions[{i}]", where) for i, d in enumerate(pair)]
+        if len(spans) != 2:
+            raise invalid(where, "two directions (d1, d2)", f"{len(spans)}",
+                          "pass directions=(d1, d2)")
+        _same_shapes([origin] + spans, ("origin", "d1", "d2"), where)
+        spans = torch.stack([d.to(origin.dtype) for d in spans])
+    flat = spans.reshape(2, -1).to(torch.float64)
+    gram = flat @ flat.T
+    if float(torch.linalg.det(gram)) <= 1e-12 * float(gram[0, 0] * gram[1, 1]) \
+            or float(gram.diagonal().min()) == 0.0:
+        raise invalid(where, "three points not on one line (independent directions)",
+                      "points on one line (parallel or zero directions)",
+                      "pass three inputs spanning a plane, e.g. x2 off the line through x0, x1")
+    return Plane(origin, spans)
+
+
+def _same_shapes(tensors: list, names: tuple, where: str) -> None:
+    shapes = [tuple(t.shape) for t in tensors]
+    if len(set(shapes)) > 1:
+        raise invalid(where, f"{', '.join(names)} of one shape",
+                      ", ".join(f"{n} {s}" for n, s in zip(names, shapes)),
+                      "pass inputs of one shape (no batch dimension)")
+
+
 def polyline_length(points: torch.Tensor) -> torch.Tensor:
     """sum_i ||x_{i+1} - x_i||_2 over consecutive rows of ``points`` (n, ...) (0 when n < 2):
     the length of the polygon through them (Raghu et al. section 2.2), differentiable."""
@@ -178,7 +284,9 @@ def _as_tensor(value: Any, name: str, where: str) -> torch.Tensor:
                       f"pass {name} as torch.tensor(...)")
     if not torch.is_floating_point(value):
         raise invalid(where, f"{name} with a floating dtype", f"dtype {value.dtype}",
-                      f"convert with {name}.float()")
+                      f"convert real-valued inputs with {name}.float(); for token ids, take "
+                      "the points in an embedding's output and pass input_module= and "
+                      "template= to the measure")
     if not torch.isfinite(value).all():
         raise invalid(where, f"finite {name}", "NaN or inf values", "remove them")
     return value.detach().clone()

@@ -1,10 +1,10 @@
 """Modified activations: c tau(d s + t) + b, debiasing and unit scaling.
 
-The NLC paper (nonlinearity-coefficient.md, appendix C) samples activations as
+The NLC paper (Philipp & Carbonell, arXiv:1806.00179, appendix C) samples activations as
 c tau(d s + t) + b: dilation d, lateral shift t, then b so that tau is unbiased under a unit
 Gaussian ("debiasing", optional) and c so that its quadratic mean Q_s tau(s) = sqrt(E[tau(s)^2])
-is 1 (always, after debiasing). Deep-conditioning (deep-conditioning.md, eq. (2)) calls an
-activation *normalized* when E[tau(z)] = 0 and E[tau(z)^2] = 1 for z ~ N(0, 1).
+is 1 (always, after debiasing). Deep-conditioning (Agarwal, Awasthi & Kale, ALT 2021, eq. (2))
+calls an activation *normalized* when E[tau(z)] = 0 and E[tau(z)^2] = 1 for z ~ N(0, 1).
 
 Closed forms carry through when the shift t is 0: with tau~(s) = c tau(d s) + b and u, v of
 variances q1, q2 and correlation rho, d u and d v have variances d^2 q1, d^2 q2 and the same

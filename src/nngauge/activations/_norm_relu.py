@@ -1,6 +1,6 @@
 """NormReLU_b: a ReLU with its kink at b, normalized (deep-conditioning section 7, appendix I).
 
-Definition (deep-conditioning.md, eq. (4)):
+Definition (Agarwal, Awasthi & Kale, ALT 2021, eq. (4)):
 
     NormReLU_b(s) = lambda_b (max(s, b) - mu_b),
 

@@ -32,7 +32,7 @@ finite); gelu q / sqrt(2 pi (1 + q)) (Stein's lemma); hard_tanh
 lo Phi(lo / sigma) + hi Phi(-hi / sigma) + sigma (phi(lo / sigma) - phi(hi / sigma)).
 
 Activations of the NLC paper's table 1 (ReLU, SELU, tanh, sigmoid, even tanh, Gaussian,
-square, odd square) are registered under those names; see nonlinearity-coefficient.md,
+square, odd square) are registered under those names; see Philipp & Carbonell (arXiv:1806.00179),
 table 1 and appendix C.
 """
 

@@ -2,8 +2,8 @@
 
 - :mod:`~nngauge.measures.propagation`: signal propagation (NLC, Jacobians, correlations,
   kernels, region size, skimming);
-- :mod:`~nngauge.measures.expressivity`: trajectories, transitions, patterns, dichotomies,
-  weight-noise robustness;
+- :mod:`~nngauge.measures.expressivity`: trajectories, transitions, patterns, linear regions on a
+  plane, region density, dichotomies, weight-noise robustness;
 - :mod:`~nngauge.measures.generalization`: margins, norms and paths, folding, sharpness,
   PAC-Bayes, conditions C1-C3.
 

@@ -1,4 +1,4 @@
-"""The NLC paper's random architecture sampler (nonlinearity-coefficient.md, appendix C).
+"""The NLC paper's random architecture sampler (Philipp & Carbonell, arXiv:1806.00179, appendix C).
 
 Each architecture is drawn independently:
 

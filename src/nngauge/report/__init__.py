@@ -1,14 +1,14 @@
 """The nngauge report: one self-contained HTML page of verdicts, plots and tables."""
 
 from nngauge.report._build import Report, Section, build_report
-from nngauge.report._sections import (
-    SECTION_BUILDERS,
+from nngauge.report._context import (
     Context,
     NotApplicable,
     ReportSettings,
     SectionBuilder,
     SectionOutput,
 )
+from nngauge.report._sections import SECTION_BUILDERS
 from nngauge.report._verdicts import Verdict
 
 __all__ = [

@@ -27,14 +27,14 @@ from nngauge.measures.propagation._nlc import PROFILE_KINDS
 from nngauge.measures._result import plain
 from nngauge.report import _verdicts as V
 from nngauge.report._plan import JACOBIAN_POSITIONS, measure_cost, plan
-from nngauge.report._sections import (
-    SECTION_BUILDERS,
+from nngauge.report._context import (
     Context,
     NotApplicable,
     ReportSettings,
     SectionBuilder,
     SectionOutput,
 )
+from nngauge.report._sections import SECTION_BUILDERS
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,18 @@ from typing import Callable, Optional, Sequence
 from nngauge.errors import require_extra
 
 
-def png_data_uri(draw: Callable, *, size: tuple[float, float] = (8.0, 3.6)) -> str:
-    """Call ``draw(ax)`` on a fresh Agg figure and return it as ``data:image/png;base64,...``."""
+def png_data_uri(draw: Callable, *, size: tuple[float, float] = (8.0, 3.6), panes: int = 1
+                 ) -> str:
+    """Call ``draw(ax)`` on a fresh Agg figure (``draw(axes)``, a list of ``panes`` Axes side
+    by side, when ``panes > 1``) and return it as ``data:image/png;base64,...``."""
     require_extra("matplotlib", "report", "nngauge report")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=size, dpi=96)
     FigureCanvasAgg(figure)
-    ax = figure.add_subplot(1, 1, 1)
-    draw(ax)
+    axes = [figure.add_subplot(1, panes, i + 1) for i in range(panes)]
+    draw(axes if panes > 1 else axes[0])
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

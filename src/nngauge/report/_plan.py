@@ -12,7 +12,8 @@ blocks. Every choice is written down, with its reason, in the settings the repor
 The cost model is coarse on purpose: it is linear in samples, in passes and in measured
 layers; a forward-mode probe counts as two forward and backward passes, a power iteration
 (a double-backward product and a backward pass) as three, a sampled-transitions evaluation
-(small batches, every activation's input recorded) as one, an exact linear piece as five.
+(small batches, every activation's input recorded) as one, an exact linear piece (of a
+segment or of a plane) as five, a grid cell of the regions' picture as one.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 
 import torch
 
-SHARES = {"nlc": 0.25, "correlations": 0.1, "jacobian": 0.3, "trajectory": 0.15,
-          "transitions": 0.2}
+SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.25, "trajectory": 0.15,
+          "transitions": 0.15, "regions": 0.15}
 """Fraction of the budget each section may spend (the kernel and theory sections are cheap)."""
 TIMING_SAMPLES = 16
 """Samples of the timed forward and backward pass."""
@@ -133,4 +134,12 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     changes["transition_pieces"] = pieces
     choices.append(f"transitions: exact up to {pieces} linear pieces, else sampled with at "
                    f"most {evaluations} evaluations")
+    # a plane's piece carries a polygon through the same operations as a segment's piece;
+    # the grid evaluates every cell once
+    share = SHARES["regions"] * budget
+    changes["region_pieces"] = int(min(settings.region_pieces, max(64, share / (5 * c))))
+    changes["region_resolution"] = int(min(settings.region_resolution,
+                                           max(32, math.sqrt(share / c))))
+    choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "
+                   f"{changes['region_resolution']} x {changes['region_resolution']} grid")
     return changes, choices

@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
+from nngauge._citations import cite
+
 NLC_IDEAL = (1.0, 3.0)
 """NLC paper section 4 (figure 2) and section 7: optimal test error needs 1 <~ NLC <~ 3."""
 NLC_BAD = 10.0
@@ -36,10 +38,9 @@ the kernel is degenerating towards rank one (deep-conditioning section 3)."""
 
 STATUSES = ("ok", "warn", "bad", "n/a")
 
-NLC_PAPER = "Philipp & Carbonell, The Nonlinearity Coefficient (nonlinearity-coefficient.md)"
-SHRINK_PAPER = ("Gradient explosion and representation shrinkage "
-                "(gradient-explosion-representation-shrinkage.md)")
-COND_PAPER = "Agarwal et al., Deep conditioning (deep-conditioning.md)"
+NLC_PAPER = cite("nlc")
+SHRINK_PAPER = cite("shrinkage")
+COND_PAPER = cite("conditioning")
 
 
 @dataclass(frozen=True)

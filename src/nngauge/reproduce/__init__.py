@@ -37,6 +37,8 @@ _MODULES = (
     "_neyshabur_random_labels",
     "_raghu_trajectory",
     "_raghu_transitions",
+    "_raghu_figure1",
+    "_regions_vs_bounds",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {

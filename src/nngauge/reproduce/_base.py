@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,7 @@ class Reproduction:
 
     Attributes:
         name: the command-line name (``"nlc-table1"``).
-        paper: the paper file in ``papers/`` and its short citation.
+        paper: the paper's citation (authors, title, venue: :func:`nngauge._citations.cite`).
         target: the table or figure (``"Table 1"``).
         description: one line: what is computed.
         differences: per scale, what differs from the paper (data, sizes, what is not rebuilt).
@@ -159,7 +160,8 @@ class Reproduction:
 
         figure = Figure(figsize=(10, 4), layout="constrained")
         self.plot(computed, figure)
-        figure.suptitle(f"{self.name}: {self.target} of {self.paper}", fontsize=9)
+        figure.suptitle(textwrap.fill(f"{self.name}: {self.target} of {self.paper}", 150),
+                        fontsize=8)
         figure.savefig(path, dpi=100)
 
 

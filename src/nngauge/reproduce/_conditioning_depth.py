@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 
 ACTIVATIONS = {"relu": math.sqrt(2.0), "normalize(relu)": 1.0, "norm_relu": 1.0}
@@ -115,7 +116,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="conditioning-depth",
-    paper="deep-conditioning.md",
+    paper=cite("conditioning"),
     target="Section 3 (Corollaries 3.3, 3.5)",
     description="NNGP and NTK condition numbers vs depth, infinite-width theory and random "
                 "MLPs: ReLU vs normalized activations (normalize(relu), NormReLU)",

@@ -1,5 +1,5 @@
 """``neyshabur-random-labels``: capacity over margin vs training-set size, true vs random
-labels (exploring-generalization.md, figure 1).
+labels (Neyshabur et al., "Exploring Generalization in Deep Learning", NIPS 2017, figure 1).
 
 For each training-set size m and each labelling (the true labels, or labels all drawn
 uniformly at random, :func:`nngauge.data.random_labels`), a ReLU MLP is trained to zero
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 
 MEASURES = ("l2", "l1_path", "l2_path", "spectral")
@@ -101,7 +102,8 @@ class Fitted:
 def train_to_fit(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float,
                  loss_target: float, max_epochs: int, generator: torch.Generator) -> Fitted:
     """SGD (minibatch 64, momentum 0.9; the paper: lr 0.01) until the training cross-entropy
-    is below ``loss_target`` or ``max_epochs`` pass (exploring-generalization.md, appendix A)."""
+    is below ``loss_target`` or ``max_epochs`` pass (Neyshabur et al., "Exploring
+    Generalization in Deep Learning", NIPS 2017, appendix A)."""
     optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=MOMENTUM)
     net.train()
     epoch = 0
@@ -140,7 +142,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="neyshabur-random-labels",
-    paper="exploring-generalization.md (Neyshabur et al. 2017)",
+    paper=cite("generalization"),
     target="Figure 1",
     description="l2, l1-path, l2-path and spectral capacity over margin vs training-set size "
                 "for networks trained to zero error on true vs random labels (digits)",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from nngauge._citations import cite
 from nngauge.errors import NNGaugeError
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 
@@ -159,7 +160,7 @@ def _positive(value) -> bool:
 
 REPRODUCTION = Reproduction(
     name="nlc-figure2",
-    paper="nonlinearity-coefficient.md (Philipp & Carbonell)",
+    paper=cite("nlc"),
     target="Figure 2",
     description="NLC at initialization vs test error of sampled architectures trained on "
                 "waveform-noise (a study: sampler, NLC, E.2 training, rank correlations)",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 
 ACTIVATIONS = ("relu", "selu", "tanh", "sigmoid", "even_tanh", "gaussian", "square", "odd_square")
@@ -127,7 +128,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="nlc-table1",
-    paper="nonlinearity-coefficient.md (Philipp & Carbonell)",
+    paper=cite("nlc"),
     target="Table 1",
     description="8 activations: NLC_tau(1) (A), NLC at depth 2 (B) and 49 (D) of batchnorm "
                 "nets, NLC_tau(1)^48 (C), linear approximation error (E)",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 from nngauge.reproduce._nlc_table1 import median_nlc
 
@@ -69,7 +70,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="nlc-table2",
-    paper="nonlinearity-coefficient.md (Philipp & Carbonell)",
+    paper=cite("nlc"),
     target="Table 2",
     description="NLC of He-initialized batchnorm-ReLU MLPs (width 100) at depths 2-50",
     differences={

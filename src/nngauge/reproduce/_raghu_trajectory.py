@@ -1,5 +1,6 @@
 """``raghu-trajectory``: trajectory length vs depth in random networks, with Theorem 3's bounds
-(expressive-power-trajectory-length.md, figures 13 and 12, the setting of figure 4).
+(Raghu et al., "On the Expressive Power of Deep Neural Networks", ICML 2017, figures 13 and
+12, the setting of figure 4).
 
 Random fully-connected networks with n hidden layers of width k, weights N(0, sigma_w^2 / k),
 no biases, hard tanh (figure 13) or ReLU (figure 12; figure 4 is its convolutional version).
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction
 
 COLUMNS = ("activation", "width", "sigma_w2", "layer", "length", "ratio", "lower_bound",
@@ -152,7 +154,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="raghu-trajectory",
-    paper="expressive-power-trajectory-length.md (Raghu et al. 2017)",
+    paper=cite("expressivity"),
     target="Figures 13, 12 and 4",
     description="length of a circle's image after each layer of random hard-tanh / ReLU "
                 "MLPs over sigma_w^2 and width, with Theorem 3's lower and upper bounds",

@@ -1,5 +1,5 @@
-"""``raghu-transitions``: number of transitions vs trajectory length (expressive-power-
-trajectory-length.md, figure 5).
+"""``raghu-transitions``: number of transitions vs trajectory length (Raghu et al., "On
+the Expressive Power of Deep Neural Networks", ICML 2017, figure 5).
 
 Random hard-tanh networks (n hidden layers of width k, weights N(0, sigma_w^2 / k), no biases)
 over a grid of widths and weight variances. One circle x(t) between two perpendicular random
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction
 from nngauge.reproduce._raghu_trajectory import circle_endpoints
 
@@ -105,7 +106,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="raghu-transitions",
-    paper="expressive-power-trajectory-length.md (Raghu et al. 2017)",
+    paper=cite("expressivity"),
     target="Figure 5",
     description="neuron transitions of each hidden layer vs the length of the trajectory "
                 "entering it, random hard-tanh MLPs over depth, width and sigma_w^2",

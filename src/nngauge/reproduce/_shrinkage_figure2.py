@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
 
 
@@ -130,7 +131,7 @@ def plot(computed: Computed, figure) -> None:
 
 REPRODUCTION = Reproduction(
     name="shrinkage-figure2",
-    paper="gradient-explosion-representation-shrinkage.md",
+    paper=cite("shrinkage"),
     target="Figure 2",
     description="1 - rho_L vs depth and vs leaky-ReLU slope in critical LayerNorm MLPs: "
                 "sample pairs, infinite-width theory, gradient search, Theorem 1 bound",

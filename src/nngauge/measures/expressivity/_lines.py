@@ -61,14 +61,20 @@ class AffineCheck:
         scale = y.abs() + torch.cat(self.scale) + 1e-300
         self.evaluations += len(x)
         self.points, self.predicted, self.scale = [], [], []
-        worst = float(((y - predicted).abs() / scale).max()) if y.numel() else 0.0
-        if worst > AFFINE_RTOL:
-            raise invalid(self.where, "a network that is affine between the breakpoints of its "
-                          "activations and max poolings",
-                          f"a model output that differs from the exact engine's affine map "
-                          f"on a piece (relative deviation {worst:.2e}): an operation traced as "
-                          "affine is not (an in-place or batch-mixing operation, ...)",
-                          "use method='sampled'")
+        require_affine(y, predicted, scale, self.where, "piece", "use method='sampled'")
+
+
+def require_affine(y: torch.Tensor, predicted: torch.Tensor, scale: torch.Tensor, where: str,
+                   unit: str, fix: str) -> None:
+    """Raise unless the model outputs ``y`` equal the exact engine's affine ``predicted`` to
+    :data:`AFFINE_RTOL` relative to ``scale`` (else an operation traced as affine is not)."""
+    worst = float(((y - predicted).abs() / scale).max()) if y.numel() else 0.0
+    if worst > AFFINE_RTOL:
+        raise invalid(where, "a network that is affine between the breakpoints of its "
+                      "activations and max poolings",
+                      f"a model output that differs from the exact engine's affine map on a "
+                      f"{unit} (relative deviation {worst:.2e}): an operation traced as affine "
+                      "is not (an in-place or batch-mixing operation, ...)", fix)
 
 
 def segment_of(keys: torch.Tensor) -> torch.Tensor:

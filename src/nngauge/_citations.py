@@ -1,0 +1,50 @@
+"""The papers nngauge implements and builds on, cited by authors, title and venue wherever a
+user reads a number (report sections and verdicts, reproductions' tables and figures)."""
+
+from __future__ import annotations
+
+PAPERS: dict[str, tuple[str, str]] = {
+    "nlc": ("Philipp & Carbonell (arXiv 2018)",
+            'Philipp & Carbonell, "The Nonlinearity Coefficient - Predicting Generalization '
+            'in Deep Neural Networks", arXiv:1806.00179'),
+    "expressivity": ("Raghu et al. (ICML 2017)",
+                     'Raghu, Poole, Kleinberg, Ganguli & Sohl-Dickstein, "On the Expressive '
+                     'Power of Deep Neural Networks", ICML 2017'),
+    "generalization": ("Neyshabur et al. (NIPS 2017)",
+                       'Neyshabur, Bhojanapalli, McAllester & Srebro, "Exploring '
+                       'Generalization in Deep Learning", NIPS 2017'),
+    "shrinkage": ("Gradient explosion and representation shrinkage (under review, ICLR)",
+                  '"Gradient Explosion and Representation Shrinkage in Infinite Networks" '
+                  "(anonymous, under review at ICLR)"),
+    "conditioning": ("Agarwal et al. (ALT 2021)",
+                     'Agarwal, Awasthi & Kale, "A Deep Conditioning Treatment of Neural '
+                     'Networks", ALT 2021'),
+    "montufar": ("Montufar et al. (NeurIPS 2014)",
+                 'Montufar, Pascanu, Cho & Bengio, "On the Number of Linear Regions of Deep '
+                 'Neural Networks", NeurIPS 2014'),
+    "serra": ("Serra et al. (ICML 2018)",
+              'Serra, Tjandraatmadja & Ramalingam, "Bounding and Counting Linear Regions of '
+              'Deep Neural Networks", ICML 2018'),
+    "hanin-rolnick": ("Hanin & Rolnick (ICML 2019)",
+                      'Hanin & Rolnick, "Complexity of Linear Regions in Deep Networks", '
+                      "ICML 2019"),
+    "humayun": ("Humayun et al. (ICML 2024)",
+                'Humayun, Balestriero & Baraniuk, "Deep Networks Always Grok and Here is '
+                'Why", ICML 2024'),
+}
+"""Key -> (short citation, full citation)."""
+
+
+def cite(key: str, where: str = "") -> str:
+    """The full citation of paper ``key``, followed by ``where`` (a section, theorem, figure).
+
+    Example:
+        >>> cite("expressivity", "section 2.1")[:38]
+        'Raghu, Poole, Kleinberg, Ganguli & Soh'
+    """
+    return PAPERS[key][1] + (f", {where}" if where else "")
+
+
+def short(key: str, where: str = "") -> str:
+    """The short citation of paper ``key`` (authors and venue), followed by ``where``."""
+    return PAPERS[key][0] + (f", {where}" if where else "")
