@@ -278,6 +278,44 @@ def test_expressivity_sections_equal_the_functional_measures():
     assert any("sampled instead" in note for note in notes)
 
 
+def test_regions_section_equals_the_functional_measures():
+    """The linear-regions section reports regions(model, plane(x0, x1, x2)) exactly, the
+    density near data, and, for an nngauge ReLU MLP, bounds that hold the measured count; a
+    smooth network falls back to a grid; a token model is drawn on a plane of embeddings."""
+    from nngauge import regions
+    from nngauge.theory import max_regions_upper_bound
+    from nngauge.trajectories import plane
+
+    x = torch.randn(20, 2, generator=_gen())
+    net = mlp(2, 8, 3, 2, activation="relu", init="gaussian", sigma_w=2**0.5, bias_std=0.2,
+              generator=_gen())
+    report = build_report(net, x, quick=True)
+    section = _sections(report)["regions"]
+    assert section.status == "ok"
+    expected = regions(net, plane(x[0], x[1], x[2]))
+    result = report.to_dict()["sections"]["regions"]["result"]
+    assert result["n_regions"] == expected.n_regions and result["method"] == "exact"
+    assert result["per_depth"] == list(expected.per_depth)
+    titles = [table.title for table in section.output.tables]
+    assert titles == ["Regions after each layer", "Regions near the data",
+                      "Bounds on the number of regions"]
+    bounds = {row[0]: row[1] for row in section.output.tables[2].rows}
+    assert int(bounds["most regions of the architecture in R^d (upper bound)"]) == \
+        max_regions_upper_bound(2, [8, 8]).bound >= expected.n_regions
+    assert "Hanin &amp; Rolnick" in report.to_html() and section.output.figures
+    tanh_net = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 2))
+    smooth = _sections(build_report(tanh_net, x, quick=True))["regions"]
+    assert smooth.status == "ok" and smooth.output.result.method == "grid"
+    assert any("exact regions do not apply" in note for note in smooth.output.notes)
+    from nngauge.zoo import ZOO, sample_inputs
+
+    tokens = sample_inputs(ZOO["gpt_small"], 8)
+    embedded = _sections(build_report(ZOO["gpt_small"].build(seed=0), tokens,
+                                      quick=True))["regions"]
+    assert embedded.status == "ok" and embedded.output.result.method == "grid"
+    assert any("output of 'wte'" in note for note in embedded.output.notes)
+
+
 @pytest.mark.slow
 def test_correlation_overlay_matches_a_wide_layernorm_network():
     """Infinite-width theory (shrinkage paper eq. 2.3) vs a width-800 LayerNorm tanh MLP: the

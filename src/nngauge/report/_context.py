@@ -193,8 +193,6 @@ class SectionBuilder:
     run: Callable[[Context], SectionOutput]
 
 
-
-
 def rows_table(title: str, rows: Sequence[Any], labels: Optional[dict] = None) -> Table:
     """A table of result rows; a ``name`` column shows the layer with its module type."""
     dicts = [plain(row) for row in rows]

@@ -13,7 +13,8 @@ The cost model is coarse on purpose: it is linear in samples, in passes and in m
 layers; a forward-mode probe counts as two forward and backward passes, a power iteration
 (a double-backward product and a backward pass) as three, a sampled-transitions evaluation
 (small batches, every activation's input recorded) as one, an exact linear piece (of a
-segment or of a plane) as five, a grid cell of the regions' picture as one.
+segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
+two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as one.
 """
 
 from __future__ import annotations
@@ -40,33 +41,39 @@ CAPTURE_ELEMENTS = 2**26
 
 @dataclass(frozen=True)
 class Cost:
-    """Seconds per sample of one forward and backward pass of the model, and the number of
-    values one sample's recorded layer outputs hold."""
+    """Seconds per sample of one forward and backward pass of the model, the seconds each
+    further sample of a batch adds (without the per-pass overhead of hooks and Python, which
+    dominates on small networks), and the number of values one sample's recorded layer
+    outputs hold."""
 
     per_sample: float
     recorded_per_sample: int
+    marginal_per_sample: float
 
 
 def measure_cost(adapter, raw: torch.Tensor, sites) -> Cost:
-    """Time a forward and backward pass on ``TIMING_SAMPLES`` raw samples (after a warm-up),
-    inside ``adapter.active()``."""
+    """Time a forward and backward pass on ``TIMING_SAMPLES`` raw samples (after a warm-up)
+    and on two samples, inside ``adapter.active()``."""
     raw = raw[:TIMING_SAMPLES]
     n = len(raw)
 
-    def once() -> tuple[float, dict]:
+    def once(batch: torch.Tensor) -> tuple[float, dict]:
         start = time.perf_counter()
-        x = adapter.measured(raw, requires_grad=True)
-        y, values = adapter.run(x, sites, raw=raw)
+        x = adapter.measured(batch, requires_grad=True)
+        y, values = adapter.run(x, sites, raw=batch)
         if y.requires_grad:
             torch.autograd.grad(y.float().pow(2).sum(), x)
             return time.perf_counter() - start, values
         # no gradient path (the sections will say so): count a backward as two forwards
         return 3 * (time.perf_counter() - start), values
 
-    once()
-    seconds, values = once()
+    once(raw)
+    seconds, values = once(raw)
+    pair, _ = once(raw[:2])  # two: batchnorm in train mode needs more than one sample
     recorded = sum(v[0].numel() for v in values.values() if v is not None)
-    return Cost(seconds / n, recorded)
+    per_sample = seconds / n
+    marginal = (seconds - pair) / (n - 2) if n > 2 else per_sample
+    return Cost(per_sample, recorded, min(per_sample, max(marginal, per_sample / 100)))
 
 
 def power_of_two_plus_one(limit: float, low: int, high: int) -> int:
@@ -91,7 +98,8 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     c = max(cost.per_sample, 1e-7)
     changes: dict[str, Any] = {}
     choices = [f"one forward and backward pass costs {1e3 * c:.3g} ms per sample "
-               f"(timed on {TIMING_SAMPLES} samples); budget {budget:g} s"]
+               f"(timed on {TIMING_SAMPLES} samples; {1e3 * cost.marginal_per_sample:.3g} ms "
+               f"per further sample); budget {budget:g} s"]
     if grouped:
         choices.append(f"{n_sites} layers measured: the outputs of the network's blocks and "
                        "the layers outside blocks (more than 50 layers in all)")
@@ -128,16 +136,18 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     share = SHARES["transitions"] * budget / 2
     evaluations = int(min(settings.transition_evaluations, max(256, share / c)))
     changes["transition_evaluations"] = evaluations
-    # measured on ResNets: an exact piece costs about 5 forward and backward passes of a
-    # sample (two reference rows through every op, cuts, max-pooling refinement, checks)
-    pieces = int(min(settings.transition_pieces, max(128, share / (5 * c))))
+    # measured on ResNets and MLPs: an exact piece costs about 5 forward and backward passes
+    # of a further sample in a batch (reference rows through every op, cuts, max-pooling
+    # refinement, checks); the per-pass overhead is shared by a chunk of pieces
+    piece = 5 * max(cost.marginal_per_sample, 1e-7)
+    pieces = int(min(settings.transition_pieces, max(128, share / piece)))
     changes["transition_pieces"] = pieces
     choices.append(f"transitions: exact up to {pieces} linear pieces, else sampled with at "
                    f"most {evaluations} evaluations")
     # a plane's piece carries a polygon through the same operations as a segment's piece;
     # the grid evaluates every cell once
     share = SHARES["regions"] * budget
-    changes["region_pieces"] = int(min(settings.region_pieces, max(64, share / (5 * c))))
+    changes["region_pieces"] = int(min(settings.region_pieces, max(64, share / piece)))
     changes["region_resolution"] = int(min(settings.region_resolution,
                                            max(32, math.sqrt(share / c))))
     choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from nngauge._citations import short
 from nngauge.errors import NNGaugeError
 from nngauge.measures.expressivity._density import region_density
 from nngauge.measures.expressivity._regions import regions
@@ -40,11 +41,7 @@ def regions_section(ctx: Context) -> SectionOutput:
     grid where the network is not piecewise linear or has too many pieces for the budget), the
     regions per unit length near data, and the bounds for nngauge ReLU MLPs."""
     s = ctx.settings
-    points, start = ctx.measured_points(3)
-    if start:
-        raise NotApplicable("the model's inputs are token ids: linear regions are drawn on a "
-                            "plane of real-valued inputs (trajectory length and transitions "
-                            "above are measured from the embeddings)")
+    points, embedded = ctx.measured_points(3)
     if len(points) < 3:
         raise NotApplicable("a plane needs three data points; the data has fewer")
     per_point, notes = ctx.per_point()
@@ -55,14 +52,28 @@ def regions_section(ctx: Context) -> SectionOutput:
         through = plane(points[0], points[1], points[2])
     except NNGaugeError as exc:
         raise NotApplicable(f"the first three data points span no plane ({exc})") from None
-    try:
-        result = regions(ctx.model, through, max_regions=s.region_pieces, **options)
-    except NNGaugeError as exc:
-        notes.append(f"exact regions do not apply ({exc}); distinct activation patterns on a "
-                     f"{s.region_resolution} x {s.region_resolution} grid instead (regions "
-                     "narrower than a cell are missed)")
+    if embedded:
+        notes.append(f"the plane lies in the output of {embedded['input_module']!r} (the "
+                     "inputs are token ids), through the first three embedded samples; the "
+                     "model runs on the first sample with that output replaced; distinct "
+                     f"activation patterns on a {s.region_resolution} x "
+                     f"{s.region_resolution} grid (the exact method traces the model from its "
+                     "own input)")
         result = regions(ctx.model, through, method="grid", resolution=s.region_resolution,
-                         **options)
+                         **options, **embedded)
+    else:
+        try:
+            result = regions(ctx.model, through, max_regions=s.region_pieces, **options)
+        except NNGaugeError as exc:
+            notes.append(f"exact regions do not apply ({exc}); distinct activation patterns "
+                         f"on a {s.region_resolution} x {s.region_resolution} grid instead "
+                         "(regions narrower than a cell are missed)")
+            result = regions(ctx.model, through, method="grid",
+                             resolution=s.region_resolution, **options)
+    if not result.layers:
+        raise NotApplicable("the network has no activation modules or sites nngauge reads (an "
+                            "LSTM's gates act inside its cell): its input space is one region "
+                            "to the patterns measured here")
     ctx.results["regions"] = result
     out = SectionOutput(result, [_partition_figure(result, points)],
                         [_per_depth_table(ctx, result)], notes + mode_notes(result))
@@ -74,7 +85,7 @@ def regions_section(ctx: Context) -> SectionOutput:
             ("boundaries crossed per unit length", format_value(_crossings(density))),
             ("segment half-length r", format_value(density.radius)),
             ("segments", f"{density.n_points} points x {density.n_directions} directions"),
-            ("local complexity (Humayun et al. 2024)", format_value(density.local_complexity)),
+            (f"local complexity ({short('humayun')})", format_value(density.local_complexity)),
         )))
     bounds = _bounds_table(ctx, result)
     if bounds is not None:
@@ -137,11 +148,11 @@ def _bounds_table(ctx: Context, result) -> Optional[Table]:
     upper = max_regions_upper_bound(cfg.d_in, widths).bound
     lower = max_regions_lower_bound(cfg.d_in, widths).bound
     rows = [("regions on the plane (measured)", str(result.n_regions),
-             "Raghu et al. 2017, Theorem 2"),
+             short("expressivity", "Theorem 2")),
             ("most regions of the architecture in R^d (upper bound)", _big(upper),
-             "Serra et al., ICML 2018, Theorem 1"),
+             short("serra", "Theorem 1")),
             ("regions some weights achieve (lower bound)", _big(lower),
-             "Montufar et al., NeurIPS 2014")]
+             short("montufar", "Theorem 4")),]
     density = ctx.results.get("region_density")
     if cfg.init == "gaussian" and cfg.bias_std > 0 and density is not None:
         constants = gaussian_region_constants(len(widths), sigma_w=cfg.sigma_w * cfg.scale,
@@ -152,7 +163,7 @@ def _bounds_table(ctx: Context, result) -> Optional[Table]:
                   format_value(_crossings(density)), "this report"),
                  ("expected at initialization (upper bound)",
                   format_value(expected.crossings_per_length),
-                  "Hanin & Rolnick, ICML 2019, Theorem 1")]
+                  short("hanin-rolnick", "Theorem 1"))]
     return Table("Bounds on the number of regions", ("quantity", "value", "source"),
                  tuple(rows))
 
