@@ -20,11 +20,7 @@ import torch
 
 from nngauge.reproduce import get, names
 from nngauge.reproduce._raghu_figure1 import arrangement_regions
-
-
-def run(name, tmp_path_factory):
-    out = tmp_path_factory.mktemp(name)
-    return get(name).run(out, scale="small", generator=torch.Generator().manual_seed(0))
+from test_reproduce import run
 
 
 def table(result):
@@ -57,18 +53,22 @@ def test_arrangement_count_of_known_lines():
 
 def test_figure1_counts_match_the_arrangement_and_the_bounds(figure1):
     rows = table(figure1)
-    assert len(rows) == 20 * 3
+    assert len(rows) == 20 * 3 + 3 + 3 + 6  # the figure's 20 networks, then the second row
     assert figure1.png_path.exists() and figure1.csv_path.exists()
-    per_seed = defaultdict(list)
+    per_network = defaultdict(list)
     for row in rows:
-        per_seed[row["seed"]].append(row["regions"])
-        assert row["regions"] <= row["zaslavsky_bound"]
+        per_network[row["width"], row["hidden_layers"], row["seed"]].append(row["regions"])
+        assert row["regions"] <= row["upper_bound"]
         if row["pane"] == 1:
+            m = row["width"]
             assert row["regions"] == row["arrangement_regions"]
-            assert row["zaslavsky_bound"] == 1 + 4 + 6
-    for counts in per_seed.values():
+            assert row["upper_bound"] == 1 + m + m * (m - 1) // 2  # Zaslavsky, Theorem 5
+    for counts in per_network.values():
         assert counts == sorted(counts)  # deeper panes refine the shallower ones
-    assert any(c[2] > c[0] for c in per_seed.values())
+    assert any(c[2] > c[0] for c in per_network.values())
+    assert {key[:2] for key in per_network} == {(4, 3), (8, 3), (16, 3), (8, 6)}
+    larger = figure1.computed.extra["larger"]
+    assert larger[1].n_regions > larger[0].n_regions  # width 16 cuts finer than width 8
 
 
 def _collinear(points: np.ndarray, tol: float = 1e-9) -> bool:
