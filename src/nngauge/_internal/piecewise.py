@@ -107,10 +107,27 @@ class Geometry(Protocol):
     def sizes(self) -> torch.Tensor:
         """(pieces,) length (1-D) or area (2-D) of each piece in slice coordinates."""
 
-    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float) -> "Cut":
+    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float,
+            limit: Optional[int] = None) -> "Cut":
         """Cut every piece along every set {f = c} (c in ``levels``) met strictly inside it, f
         one of the M affine functions with reference values ``values`` (pieces, k + 1, M).
-        Cuts closer than ``tol`` to one another or to the piece's boundary merge."""
+        Cuts closer than ``tol`` to one another or to the piece's boundary merge. Raises
+        :class:`PieceLimit` as soon as the cut is known to make more than ``limit`` pieces
+        (before it holds them)."""
+
+
+class PieceLimit(Exception):
+    """A run would make more pieces than its limit: ``pieces`` is a lower bound on their
+    number. Measures turn it into their own refusal (naming their option)."""
+
+    def __init__(self, pieces: int) -> None:
+        super().__init__(f"more than {pieces} pieces")
+        self.pieces = pieces
+
+
+def _check_limit(pieces: int, limit: Optional[int]) -> None:
+    if limit is not None and pieces > limit:
+        raise PieceLimit(pieces)
 
 
 @dataclass(frozen=True)
@@ -182,7 +199,8 @@ class Intervals:
         start, step = knots[self.slice_index], knots[self.slice_index + 1] - knots[self.slice_index]
         return torch.stack([start + step * self.lo, start + step * self.hi], 1)
 
-    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float) -> Cut:
+    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float,
+            limit: Optional[int] = None) -> Cut:
         at_lo = torch.lerp(values[:, 0], values[:, 1], self.lo.unsqueeze(1))
         at_hi = torch.lerp(values[:, 0], values[:, 1], self.hi.unsqueeze(1))
         found = [_sign_changes(at_lo, at_hi, c) for c in levels]
@@ -194,6 +212,7 @@ class Intervals:
         keep = torch.ones_like(piece, dtype=torch.bool)
         keep[1:] = (piece[1:] != piece[:-1]) | (points[1:] - points[:-1] > tol)
         merged = len(t) - int(keep.sum())
+        _check_limit(len(self) + int(keep.sum()), limit)
         if not bool(keep.any()):
             return Cut(torch.arange(len(self), device=self.lo.device), self, merged)
         return Cut(*self._split(piece[keep], points[keep]), merged)
@@ -325,8 +344,13 @@ class Polygons:
         u, v = (self.vertices - self.vertices[:, :1]).unbind(-1)
         return 0.5 * (u * v.roll(-1, 1) - u.roll(-1, 1) * v).sum(1)
 
-    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float) -> Cut:
+    def cut(self, values: torch.Tensor, levels: Sequence[float], tol: float,
+            limit: Optional[int] = None) -> Cut:
+        # a convex polygon crossed by L distinct lines falls into at least L + 1 pieces, so
+        # pieces done + pieces being cut + lines still to cut them bounds the result below
+        # (lines that coincide exactly are the exception: the limit is a budget, not a count)
         lines, piece, merged = self._lines_met(values, levels, tol)
+        _check_limit(len(self) + len(piece), limit)
         device = self.counts.device
         if not len(piece):
             return Cut(torch.arange(len(self), device=device), self, merged)
@@ -354,6 +378,7 @@ class Polygons:
                                   counts[~crossed]))
             origin, vertices, counts = origin[crossed], vertices[crossed], counts[crossed]
             piece = (torch.cumsum(crossed, 0) - 1)[piece]
+            _check_limit(sum(len(d) for d in done) + len(counts) + len(piece), limit)
         order = torch.argsort(torch.cat(done), stable=True)
         return Cut(torch.cat(done)[order], Polygons.concatenate(parts).take(order), merged)
 
@@ -820,7 +845,7 @@ class PiecewiseEngine:
 
     @torch.no_grad()
     def run(self, pieces: Geometry, anchors: torch.Tensor, *, merge_tol: float,
-            report: EngineReport) -> Iterator[Chunk]:
+            report: EngineReport, max_pieces: Optional[int] = None) -> Iterator[Chunk]:
         """Final pieces of ``pieces`` chunk by chunk, in slice order.
 
         Args:
@@ -828,8 +853,11 @@ class PiecewiseEngine:
             anchors: (slices, k + 1, *input_shape) the input at each slice's reference points.
             merge_tol: crossings closer than this (in slice coordinates) are one.
             report: accumulates the run's :class:`EngineReport`.
+            max_pieces: raise :class:`PieceLimit` as soon as the final pieces are known to
+                be more (a cut is refused before it holds them: a plane through a
+                convolution's thousands of units would otherwise be cut into millions).
         """
-        settings = _Settings(merge_tol, self.chunk_size(pieces.n_refs), report)
+        settings = _Settings(merge_tol, self.chunk_size(pieces.n_refs), report, max_pieces)
         for chosen in _chunks(len(pieces), settings.step, anchors.device):
             part = pieces.take(chosen)
             batch = _Batch(part, {self.input: anchors[part.slice_index].flatten(0, 1)})
@@ -846,13 +874,16 @@ class PiecewiseEngine:
                 batch.env[op.node] = self._evaluate(op, batch.env)
             self._release(batch.env, index)
         settings.report.add(batch.pieces)
+        _check_limit(settings.report.pieces, settings.max_pieces)
         yield Chunk(batch.pieces, tuple(batch.codes), batch.env[self.output])
 
     def _split(self, batch: _Batch, index: int, settings: _Settings) -> Iterator[Chunk]:
         """Cut at site ``index``; continue each chunk of children (until settled)."""
         rule = self._rules[index]
+        limit = (None if settings.max_pieces is None
+                 else settings.max_pieces - settings.report.pieces)  # each piece ends >= 1
         cut = batch.pieces.cut(*rule.levels(_site_input(batch, rule), batch.pieces.interior()),
-                               settings.tol)
+                               settings.tol, limit)
         if isinstance(rule, _Activation):
             settings.report.near_coincident += cut.merged
         if len(cut.pieces) == len(batch.pieces):
@@ -898,11 +929,12 @@ _RULES = {"activation": _Activation, "maxpool": _MaxPool}
 
 @dataclass(frozen=True)
 class _Settings:
-    """One run's tolerance, chunk size and report."""
+    """One run's tolerance, chunk size, report and piece limit."""
 
     tol: float
     step: int
     report: EngineReport
+    max_pieces: Optional[int]
 
 
 def _site_input(batch: _Batch, rule: _Rule) -> torch.Tensor:

@@ -33,6 +33,7 @@ from nngauge._internal.patterns import (
 )
 from nngauge._internal.piecewise import (
     EngineReport,
+    PieceLimit,
     PiecewiseEngine,
     Polygons,
     float64_copy,
@@ -448,16 +449,20 @@ def _run(adapter: ModelAdapter, engine: PiecewiseEngine, anchors: torch.Tensor, 
     start, slices = plane_slice(anchors, box)
     report, hasher = EngineReport(), PatternHasher()
     pieces, codes, hashes, outputs = [], [], [], []
-    for chunk in engine.run(start, slices, merge_tol=merge_tol, report=report):
-        if max_regions is not None and report.pieces > max_regions:
-            raise invalid(adapter.where, f"at most max_regions={max_regions} linear regions",
-                          f"more than {report.pieces} pieces",
-                          "raise max_regions, shrink the box (bounds=), or use method='grid'")
-        pieces.append(Polygons(chunk.pieces.slice_index.cpu(), chunk.pieces.vertices.cpu(),
-                               chunk.pieces.counts.cpu()))
-        codes.append([code.cpu() for code in chunk.codes])
-        hashes.append([hasher(code, i).cpu() for i, code in enumerate(chunk.codes)])
-        outputs.append(adapter.select(chunk.output).reshape(len(chunk.pieces), 3, -1).cpu())
+    try:
+        for chunk in engine.run(start, slices, merge_tol=merge_tol, report=report,
+                                max_pieces=max_regions):
+            pieces.append(Polygons(chunk.pieces.slice_index.cpu(),
+                                   chunk.pieces.vertices.cpu(), chunk.pieces.counts.cpu()))
+            codes.append([code.cpu() for code in chunk.codes])
+            hashes.append([hasher(code, i).cpu() for i, code in enumerate(chunk.codes)])
+            outputs.append(adapter.select(chunk.output).reshape(len(chunk.pieces), 3,
+                                                                 -1).cpu())
+    except PieceLimit as limit:
+        raise invalid(adapter.where, f"at most max_regions={max_regions} linear regions",
+                      f"{limit} (counted before they were made)",
+                      "raise max_regions, shrink the box (bounds=), or use method='grid'"
+                      ) from None
     n_sites = len(engine.sites)
     prefix = torch.cumsum(torch.stack([torch.cat([h[i] for h in hashes])
                                        for i in range(n_sites)]), 0) if n_sites else None
