@@ -13,13 +13,14 @@ of its line arrangement, counted here from the lines themselves.
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from nngauge import NNGaugeError
+from nngauge import BudgetExceededError, NNGaugeError
 from nngauge._internal.patterns import PatternHasher
 from nngauge.measures.expressivity._regions import regions
 from nngauge.theory import hyperplane_regions
@@ -373,6 +374,18 @@ def test_grid_method_counts_patterns_at_cell_centres():
     assert smooth.n_regions > 10 and len(smooth.layers) == 2
 
 
+def test_piece_budget_is_refused_before_the_pieces_are_made():
+    """A plane through a convolution with 4,096 units meets millions of regions: the budget
+    is refused from the lower bound (L crossing lines make >= L + 1 pieces), not after."""
+    conv = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(16 * 16 * 16, 2))
+    x = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(BudgetExceededError, match=r"got more than (\d+) pieces \(counted") as e:
+        regions(conv, tuple(x), max_regions=1000)
+    found = int(re.search(r"more than (\d+) pieces", str(e.value)).group(1))
+    assert 1000 < found < 20_000  # refused at the first cut, not after making them all
+
+
 def test_grid_method_on_a_plane_of_embeddings_of_a_token_model():
     from nngauge.zoo import ZOO, sample_inputs
 
@@ -408,7 +421,7 @@ def test_bad_inputs_are_refused_with_a_fix():
     tanh = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 3), nn.Tanh())
     with pytest.raises(NNGaugeError, match=r"3 \(Tanh\): not piecewise linear.*method='grid'"):
         regions(tanh, p)
-    with pytest.raises(NNGaugeError, match="max_regions.*raise max_regions"):
+    with pytest.raises(BudgetExceededError, match="max_regions.*raise max_regions"):
         regions(seeded(mlp(2, nn.ReLU, 16, 2), 1, 1.5), p, max_regions=10)
     with pytest.raises(NNGaugeError, match="method"):
         regions(model, p, method="sampled")

@@ -316,6 +316,33 @@ def test_regions_section_equals_the_functional_measures():
     assert any("output of 'wte'" in note for note in embedded.output.notes)
 
 
+def test_regions_section_zooms_in_past_the_piece_budget_then_falls_back_to_a_grid():
+    from types import SimpleNamespace
+
+    from nngauge import regions
+    from nngauge.report._region_section import ZOOM, _exact_or_grid
+    from nngauge.trajectories import plane
+
+    net = mlp(2, 16, 3, 2, activation="relu", init="gaussian", sigma_w=2**0.5, bias_std=0.2,
+              generator=_gen())
+    through = plane(*torch.randn(3, 2, generator=_gen(1)))
+    full = regions(net, through).n_regions
+    near = regions(net, through, bounds=(-1 / ZOOM, 1 / ZOOM, -1 / ZOOM, 1 / ZOOM)).n_regions
+    assert near < full // 8
+    for pieces, method in ((full, "exact"), (4 * near, "exact"), (near, "grid")):
+        ctx = SimpleNamespace(model=net, settings=SimpleNamespace(region_pieces=pieces,
+                                                                  region_resolution=32))
+        notes = []
+        result = _exact_or_grid(ctx, through, {}, notes)
+        assert result.method == method
+        if pieces == full:
+            assert result.n_regions == full and not notes
+        elif method == "exact":
+            assert result.n_regions == near and "times smaller" in notes[0]
+        else:
+            assert "also 8 times closer" in notes[0] and result.image.shape[1:] == (32, 32)
+
+
 @pytest.mark.slow
 def test_correlation_overlay_matches_a_wide_layernorm_network():
     """Infinite-width theory (shrinkage paper eq. 2.3) vs a width-800 LayerNorm tanh MLP: the

@@ -18,6 +18,7 @@ from importlib import import_module
 
 from nngauge._version import __version__
 from nngauge.errors import (
+    BudgetExceededError,
     ConvergenceError,
     InvalidInputError,
     MissingDependencyError,
@@ -46,6 +47,7 @@ _LAZY = {**{name: "nngauge.measures" for name in _MEASURES},
          **{name: "nngauge.report" for name in _REPORT}}
 
 __all__ = [
+    "BudgetExceededError",
     "ConvergenceError",
     "InvalidInputError",
     "MissingDependencyError",

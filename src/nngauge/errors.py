@@ -7,6 +7,7 @@ was expected, what was got, and how to fix it; :func:`invalid` builds such a mes
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
     "NNGaugeError",
     "InvalidInputError",
     "UnknownNameError",
@@ -26,6 +27,11 @@ class InvalidInputError(NNGaugeError, ValueError):
     """An argument has the wrong value, shape, type or range."""
 
 
+class BudgetExceededError(InvalidInputError):
+    """A computation would go past a limit the caller set (``max_pieces``, ``max_regions``):
+    raise the limit, or ask for less (a smaller box, a sampled method)."""
+
+
 class UnknownNameError(NNGaugeError, KeyError):
     """A name (activation, architecture, option) is not known."""
 
@@ -41,8 +47,10 @@ class ConvergenceError(NNGaugeError, RuntimeError):
     """An iterative computation did not reach its tolerance."""
 
 
-def invalid(where: str, expected: str, got: str, fix: str) -> InvalidInputError:
-    """Build an :class:`InvalidInputError` with the expected / got / fix message shape.
+def invalid(where: str, expected: str, got: str, fix: str, *,
+            error: type[InvalidInputError] = InvalidInputError) -> InvalidInputError:
+    """Build an :class:`InvalidInputError` (or the subclass ``error``) with the expected / got /
+    fix message shape.
 
     Example:
         >>> raise invalid("gaussian_covariance()", "rho in [-1, 1]", "rho=1.5", "clip rho")
@@ -50,7 +58,7 @@ def invalid(where: str, expected: str, got: str, fix: str) -> InvalidInputError:
         ...
         nngauge.errors.InvalidInputError: gaussian_covariance() expected rho in [-1, 1]; got rho=1.5. Fix: clip rho.
     """
-    return InvalidInputError(f"{where} expected {expected}; got {got}. Fix: {fix}.")
+    return error(f"{where} expected {expected}; got {got}. Fix: {fix}.")
 
 
 def rejected_inputs(where: str, shape: tuple, dtype: object, error: Exception

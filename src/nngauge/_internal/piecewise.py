@@ -880,10 +880,13 @@ class PiecewiseEngine:
     def _split(self, batch: _Batch, index: int, settings: _Settings) -> Iterator[Chunk]:
         """Cut at site ``index``; continue each chunk of children (until settled)."""
         rule = self._rules[index]
-        limit = (None if settings.max_pieces is None
-                 else settings.max_pieces - settings.report.pieces)  # each piece ends >= 1
-        cut = batch.pieces.cut(*rule.levels(_site_input(batch, rule), batch.pieces.interior()),
-                               settings.tol, limit)
+        done = settings.report.pieces
+        limit = None if settings.max_pieces is None else settings.max_pieces - done
+        try:  # each piece ends as one final piece or more
+            cut = batch.pieces.cut(*rule.levels(_site_input(batch, rule),
+                                                batch.pieces.interior()), settings.tol, limit)
+        except PieceLimit as exc:
+            raise PieceLimit(done + exc.pieces) from None
         if isinstance(rule, _Activation):
             settings.report.near_coincident += cut.merged
         if len(cut.pieces) == len(batch.pieces):

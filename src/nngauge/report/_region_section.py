@@ -13,7 +13,7 @@ import math
 from typing import Any, Optional
 
 from nngauge._citations import short
-from nngauge.errors import NNGaugeError
+from nngauge.errors import BudgetExceededError, NNGaugeError
 from nngauge.measures.expressivity._density import region_density
 from nngauge.measures.expressivity._regions import regions
 from nngauge.report._context import (
@@ -28,6 +28,8 @@ from nngauge.report._context import (
 from nngauge.report._figures import png_data_uri
 from nngauge.trajectories import plane
 
+ZOOM = 8.0
+"""The second exact attempt's box is this many times smaller (a side) around the first point."""
 DENSITY_POINTS = 8
 """Data points whose neighbourhoods the density reads."""
 DENSITY_DIRECTIONS = 4
@@ -62,14 +64,7 @@ def regions_section(ctx: Context) -> SectionOutput:
         result = regions(ctx.model, through, method="grid", resolution=s.region_resolution,
                          **options, **embedded)
     else:
-        try:
-            result = regions(ctx.model, through, max_regions=s.region_pieces, **options)
-        except NNGaugeError as exc:
-            notes.append(f"exact regions do not apply ({exc}); distinct activation patterns "
-                         f"on a {s.region_resolution} x {s.region_resolution} grid instead "
-                         "(regions narrower than a cell are missed)")
-            result = regions(ctx.model, through, method="grid",
-                             resolution=s.region_resolution, **options)
+        result = _exact_or_grid(ctx, through, options, notes)
     if not result.layers:
         raise NotApplicable("the network has no activation modules or sites nngauge reads (an "
                             "LSTM's gates act inside its cell): its input space is one region "
@@ -91,6 +86,33 @@ def regions_section(ctx: Context) -> SectionOutput:
     if bounds is not None:
         out.tables.append(bounds)
     return out
+
+
+def _exact_or_grid(ctx: Context, through, options: dict[str, Any], notes: list[str]):
+    """Exact regions on the box of the three points; past the piece budget, exact on a box
+    :data:`ZOOM` times smaller around the first point (a quarter of the budget); else (or for networks that are not
+    piecewise linear) distinct activation patterns on a grid of the first box."""
+    s = ctx.settings
+    try:
+        return regions(ctx.model, through, max_regions=s.region_pieces, **options)
+    except BudgetExceededError as exc:
+        half = 1.0 / ZOOM
+        try:
+            result = regions(ctx.model, through, bounds=(-half, half, -half, half),
+                             max_regions=max(1, s.region_pieces // 4), **options)
+            notes.append(f"the box of the three points holds more regions than the budget "
+                         f"({exc}); drawn exactly on the box {ZOOM:g} times smaller around the "
+                         "first point")
+            return result
+        except BudgetExceededError:
+            reason = f"more regions than the budget, also {ZOOM:g} times closer ({exc})"
+    except NNGaugeError as exc:
+        reason = str(exc)
+    notes.append(f"exact regions do not apply ({reason}); distinct activation patterns on a "
+                 f"{s.region_resolution} x {s.region_resolution} grid instead (regions "
+                 "narrower than a cell are missed)")
+    return regions(ctx.model, through, method="grid", resolution=s.region_resolution,
+                   **options)
 
 
 def _density(ctx: Context, points, options: dict[str, Any]):

@@ -40,7 +40,7 @@ from nngauge._internal.piecewise import (
     plane_slice,
     plane_weights,
 )
-from nngauge.errors import invalid, require_extra
+from nngauge.errors import BudgetExceededError, invalid, require_extra
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.expressivity._lines import require_affine
 from nngauge.trajectories import Plane, make_plane
@@ -310,8 +310,10 @@ def regions(
     Raises:
         InvalidInputError: points on one line or of different shapes, an empty or inverted
             box, a model that rejects the inputs, a network that is not piecewise linear with
-            ``method="exact"`` (naming every operation, suggesting ``method="grid"``), more
-            than ``max_regions`` pieces, batchnorm in train mode.
+            ``method="exact"`` (naming every operation, suggesting ``method="grid"``),
+            batchnorm in train mode.
+        BudgetExceededError: (an InvalidInputError) more than ``max_regions`` pieces, known
+            before they are made.
 
     Example:
         >>> import torch
@@ -461,8 +463,8 @@ def _run(adapter: ModelAdapter, engine: PiecewiseEngine, anchors: torch.Tensor, 
     except PieceLimit as limit:
         raise invalid(adapter.where, f"at most max_regions={max_regions} linear regions",
                       f"{limit} (counted before they were made)",
-                      "raise max_regions, shrink the box (bounds=), or use method='grid'"
-                      ) from None
+                      "raise max_regions, shrink the box (bounds=), or use method='grid'",
+                      error=BudgetExceededError) from None
     n_sites = len(engine.sites)
     prefix = torch.cumsum(torch.stack([torch.cat([h[i] for h in hashes])
                                        for i in range(n_sites)]), 0) if n_sites else None

@@ -30,7 +30,7 @@ from nngauge._internal.piecewise import (
     float64_copy,
     polyline_slices,
 )
-from nngauge.errors import NNGaugeError, invalid
+from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes
 from nngauge.measures.expressivity._trajectory import theory_overlay
@@ -294,7 +294,8 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
             raise invalid(where, f"at most max_pieces={max_pieces} linear pieces",
                           f"more than {report.pieces} after t = "
                           f"{float(chunk.pieces.bounds(knots)[-1, 1]):.3g} of [0, 1]",
-                          "use method='sampled', or raise max_pieces")
+                          "use method='sampled', or raise max_pieces",
+                          error=BudgetExceededError)
         check.add(chunk)
         stats.add(list(chunk.codes), len(chunk.pieces))
         bounds.append(chunk.pieces.bounds(knots).cpu())
