@@ -779,6 +779,30 @@ class _Batch:
     codes: list[torch.Tensor] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WeightLine:
+    """A line theta + t delta through the parameters of one module whose output is linear in
+    them (Linear, Conv, batchnorm's affine parameters): along it the module's output is
+    f(x; theta) + t f(x; delta), affine in t for a fixed input, so a 1-D slice whose two
+    reference points are the same input and t = 0, 1 follows the line exactly.
+
+    Attributes:
+        module: the module (every call of it moves).
+        delta: its parameters' directions by name (``named_parameters(recurse=False)``);
+            parameters left out do not move.
+    """
+
+    module: nn.Module
+    delta: dict[str, torch.Tensor]
+
+    def shift(self, x: torch.Tensor) -> torch.Tensor:
+        """f(x; delta): the module with every parameter replaced by its direction (0 where
+        none is given), buffers kept."""
+        params = {name: self.delta.get(name, torch.zeros_like(p))
+                  for name, p in self.module.named_parameters(recurse=False)}
+        return torch.func.functional_call(self.module, params, (x,))
+
+
 class PiecewiseEngine:
     """The exact linear pieces of a piecewise-linear network on slices of its input space.
 
@@ -798,6 +822,8 @@ class PiecewiseEngine:
         max_elements: the chunk budget (:data:`MAX_ELEMENTS`).
         fallback: the measure's option for networks the engine cannot follow, named in the
             refusal.
+        weight_line: slices along a line of one module's parameters instead of the input
+            (:class:`WeightLine`; 1-D slices whose two anchors are the same input).
 
     Raises:
         InvalidInputError: naming every op that is not affine, piecewise-linear or a max
@@ -817,11 +843,12 @@ class PiecewiseEngine:
     """
 
     def __init__(self, model: nn.Module, example: torch.Tensor, *, where: str,
-                 max_elements: int = MAX_ELEMENTS, fallback: str = "method='sampled'") -> None:
+                 max_elements: int = MAX_ELEMENTS, fallback: str = "method='sampled'",
+                 weight_line: Optional[WeightLine] = None) -> None:
         ModelAdapter(model, where=where).call_model(example)  # the standard error on bad input
         graph = trace_graph(model, example, where=where)
         _refuse_unsupported(graph, where, fallback)
-        self.graph, self.max_elements = graph, max_elements
+        self.graph, self.max_elements, self.weight_line = graph, max_elements, weight_line
         self.input = next(op.node for op in graph.ops if op.kind == "input")
         self.output = next(op.node for op in graph.ops if op.kind == "output")
         self._kinds = {op.node: op.kind for op in graph.ops}
@@ -908,8 +935,14 @@ class PiecewiseEngine:
 
     def _evaluate(self, op: GraphOp, env: dict) -> Any:
         if type(op.module) is nn.Linear and len(op.node.args) == 1 and not op.node.kwargs:
-            return _linear_of_live_features(op.module, env[op.node.args[0]])
-        return self.graph.evaluate(op, ChainMap(env, self._constants))
+            value = _linear_of_live_features(op.module, env[op.node.args[0]])
+        else:
+            value = self.graph.evaluate(op, ChainMap(env, self._constants))
+        if self.weight_line is not None and op.module is self.weight_line.module:
+            x = env[op.node.args[0]]
+            at_one = (torch.arange(len(x), device=x.device) % 2).to(x.dtype)  # refs t = 0, 1
+            value = value + at_one.view(-1, *[1] * (value.dim() - 1)) * self.weight_line.shift(x)
+        return value
 
     def _release(self, env: dict, index: int) -> None:
         """Drop the nodes no op after ``index`` needs."""
