@@ -68,5 +68,5 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
         state, batch = snapshots[int(row["step"])]
         module.load_state_dict(state)
         expected = nngauge.nlc(module, batch, batch_size=20,
-                               generator=torch.Generator().manual_seed(3 + int(row["step"])))
+                               generator=torch.Generator().manual_seed(3))  # the same probe every step
         assert row["nlc"] == pytest.approx(expected.nlc, rel=1e-6)

@@ -1,5 +1,7 @@
 """Training: the NLC paper's protocol (appendix E.2) with loss scaling (appendix C), its
-learning-rate search, and the :class:`Tracker` for any training loop.
+learning-rate search, and the :class:`Tracker` for any training loop (every measure by name,
+structured results as flat columns, schedules of steps or epochs, fixed probes, weight
+snapshots, CSV / JSON-lines / TensorBoard sinks).
 
 Example:
     >>> from nngauge.training import StallSchedule
@@ -10,8 +12,10 @@ Example:
 from nngauge.training._fit import (EpochRecord, FitResult, StallSchedule, classification_error,
                                    fit, output_scale)
 from nngauge.training._lr_search import LRSearchResult, lr_search, smallest_lr
+from nngauge.training._registry import REGISTRY
+from nngauge.training._schedules import Schedule, log_steps
 from nngauge.training._sinks import CSVSink, JSONLSink, TensorBoardSink
-from nngauge.training._tracker import DEFAULT_MEASURES, REGISTRY, Tracker
+from nngauge.training._tracker import DEFAULT_MEASURES, Tracker
 
 __all__ = [
     "CSVSink",
@@ -21,11 +25,13 @@ __all__ = [
     "JSONLSink",
     "LRSearchResult",
     "REGISTRY",
+    "Schedule",
     "StallSchedule",
     "TensorBoardSink",
     "Tracker",
     "classification_error",
     "fit",
+    "log_steps",
     "lr_search",
     "output_scale",
     "smallest_lr",

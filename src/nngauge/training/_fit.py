@@ -238,7 +238,8 @@ def fit(
         patience, decay_patience, decay_factor, n_decays: the schedule (paper: 10, 5, 3, 10).
         generator: drives the minibatch shuffling (None: torch's global generator).
         tracker: an object with ``step(model, batch)`` (e.g. :class:`nngauge.Tracker`) called
-            after every optimizer step with the batch ``(inputs, labels)``.
+            after every optimizer step with the batch ``(inputs, labels)``, and
+            ``epoch_end(model)`` (when it has one) after every epoch.
 
     Returns:
         :class:`FitResult`.
@@ -284,6 +285,8 @@ def fit(
     while max_epochs is None or len(history) <= max_epochs:
         rate = lr * schedule.lr_scale
         loss, error = _train_epoch(model, train, opt, scale, batch_size, generator, tracker)
+        if tracker is not None and hasattr(tracker, "epoch_end"):
+            tracker.epoch_end(model)
         if not math.isfinite(loss):
             history.append(EpochRecord(len(history), rate, loss, error, math.nan, "diverged"))
             stopped_by, diverged = "diverged", True

@@ -27,7 +27,9 @@ class Sink(Protocol):
 class CSVSink:
     """One CSV row per measured step: a ``step`` column, then the measure columns.
 
-    The header is taken from the first row; every later row must have the same columns.
+    The header is that of the first row; when a later row brings new columns (a field that
+    was None before, a measure that skipped a layer), the file is rewritten once with them
+    appended to the header, and cells a row has no value for are left empty.
     """
 
     def __init__(self, path: PathLike) -> None:
@@ -36,14 +38,26 @@ class CSVSink:
     def write(self, step: int, values: Mapping[str, float]) -> None:
         row = {"step": step, **values}
         if self._writer is None:
-            self._file = self.path.open("w", newline="")
-            self._writer = csv.DictWriter(self._file, fieldnames=list(row))
+            self._open("w", list(row))
             self._writer.writeheader()
-        if list(row) != self._writer.fieldnames:
-            raise invalid("CSVSink.write()", f"columns {self._writer.fieldnames}",
-                          f"columns {list(row)}", "track the same measures at every step")
+        elif not row.keys() <= set(self._writer.fieldnames):
+            self._widen([k for k in row if k not in self._writer.fieldnames])
         self._writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
         self._file.flush()
+
+    def _open(self, mode: str, fieldnames: list[str]) -> None:
+        self._file = self.path.open(mode, newline="")
+        self._writer = csv.DictWriter(self._file, fieldnames=fieldnames, restval="")
+
+    def _widen(self, new: list[str]) -> None:
+        """Rewrite the file with ``new`` columns appended to the header."""
+        fieldnames = [*self._writer.fieldnames, *new]
+        self._file.close()
+        with self.path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        self._open("w", fieldnames)
+        self._writer.writeheader()
+        self._writer.writerows(rows)
 
     def close(self) -> None:
         if self._file is not None:

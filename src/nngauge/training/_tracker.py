@@ -1,94 +1,68 @@
-"""Measures tracked every N steps in any training loop.
+"""The Tracker: measures of :mod:`nngauge` at chosen steps of any training loop.
 
-The Tracker calls the measure functions of :mod:`nngauge.measures` themselves (one
-implementation, so the tracked and the functional values cannot disagree) and keeps each
-result's float fields as columns. By name:
+Which measures and how each is called at a step (data, fixed probe points, seeds, defaults,
+columns): :mod:`nngauge.training._registry`. How results become columns:
+:mod:`nngauge.training._flatten`. When to measure: :mod:`nngauge.training._schedules`.
 
-- "nlc": :func:`nngauge.nlc` (columns nlc, nlc/stderr, nlc/jacobian_rms, nlc/input_std,
-  nlc/output_std, nlc/output_bias);
-- "jacobian_norm": :func:`nngauge.jacobian_norm` (jacobian_norm/norm, /mean, /median, /max);
-- "correlations": :func:`nngauge.correlations` (correlations/rho_max);
-- "gradient_metrics": :func:`nngauge.gradient_metrics` (gvcs, gradient_length, lipschitz,
-  mean_loss; needs labels);
-- "weight_norm": sqrt(sum_p ||p||^2) over the parameters;
-- "grad_norm": the same over the gradients the training step left in ``.grad`` (NaN if none).
-
-Default: ("nlc", "weight_norm", "grad_norm"). The NLC is the NLC paper's predictor of test
-error and its single-probe estimate on the current batch costs about one forward and one
-backward pass, i.e. about one training step; the norms cost O(parameters). Measuring every
-10th step thus adds about 10%; "jacobian_norm" (power iteration) and "correlations" (all pairs)
-are heavier and left to the user's choice.
+Default measures: ("nlc", "weight_norm", "grad_norm"). The NLC is the NLC paper's predictor
+of test error and its single-probe estimate on the current batch costs about one forward and
+one backward pass, i.e. about one training step; the norms cost O(parameters). Measuring every
+10th step thus adds about 10%; the other measures are heavier and left to the user's choice.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from importlib import import_module
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
-from nngauge.errors import UnknownNameError, invalid, require_extra
+from nngauge._internal.data import collect
+from nngauge.errors import invalid, require_extra
+from nngauge.training._flatten import columns
+from nngauge.training._registry import PROBE_SAMPLES, StepInputs, bind
+from nngauge.training._schedules import Schedule, as_schedule, check_count
 from nngauge.training._sinks import as_sink
 
-MeasureSpec = Union[str, Callable[..., Any]]
+MeasureSpec = Union[str, Callable[..., Any], tuple]
 DEFAULT_MEASURES = ("nlc", "weight_norm", "grad_norm")
-
-
-def _library(name: str, batched: bool) -> Callable[..., Any]:
-    def run(model, data, n, generator, **options):
-        measure = getattr(import_module("nngauge.measures"), name)
-        if batched:
-            options = {"batch_size": n, "generator": generator, **options}
-        return measure(model, data, **options)
-
-    run.__name__ = name
-    return run
-
-
-def _weight_norm(model: nn.Module, data, n, generator) -> float:
-    with torch.no_grad():
-        return math.sqrt(sum(float(p.double().pow(2).sum()) for p in model.parameters()))
-
-
-def _grad_norm(model: nn.Module, data, n, generator) -> float:
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    if not grads:
-        return math.nan
-    return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
-
-
-REGISTRY: dict[str, Callable[..., Any]] = {
-    "nlc": _library("nlc", batched=True),
-    "jacobian_norm": _library("jacobian_norm", batched=True),
-    "gradient_metrics": _library("gradient_metrics", batched=True),
-    "correlations": _library("correlations", batched=False),
-    "weight_norm": _weight_norm,
-    "grad_norm": _grad_norm,
-}
+Snapshot = tuple[int, dict[str, torch.Tensor]]
 
 
 class Tracker:
-    """Compute measures every ``every`` steps of a training loop and keep their history.
+    """Compute measures at scheduled steps of a training loop and keep their history.
 
-    At a measured step s the measures run on ``data`` (or the step's batch) with a generator
-    seeded ``seed + s``, so ``tracker.history`` at step s equals e.g.
-    ``nngauge.nlc(model, batch, batch_size=len(batch), generator=torch.Generator()
-    .manual_seed(seed + s))``. Measures leave the model as they found it (mode, buffers,
-    parameters, gradients) and run it in its current mode.
+    At a measured step every measure runs on the model as it is (in its current mode; the
+    measures leave mode, buffers, parameters and gradients as they found them), each with a
+    new ``torch.Generator`` seeded ``seed``, so that ``tracker.history`` at step s equals the
+    functional call, e.g. ``nngauge.nlc(model, batch, batch_size=len(batch),
+    generator=torch.Generator().manual_seed(seed))``, and a model that did not change gives the
+    same values at every step. Each row holds ``step`` (and ``epoch`` for rows of
+    :meth:`epoch_end`) and the measures' columns ``measure/.../field``.
 
     Args:
-        measures: names from :data:`REGISTRY` (module docstring), callables
-            ``f(model, data) -> float | dict | measure result``, or a dict name -> either;
-            default ("nlc", "weight_norm", "grad_norm").
-        every: measure when the step index is a multiple of ``every`` (>= 1; default 1).
+        measures: names (see :mod:`nngauge.training._registry`: "nlc", "trajectory_length",
+            "sharpness", ...), callables ``f(model, data, **options) -> number | dict |
+            measure result`` (given ``generator=`` if they take one), ``(name or callable,
+            options)`` pairs, or a dict column name -> any of these (to track one measure
+            twice with different options); default ("nlc", "weight_norm", "grad_norm").
+        every: measure at every ``every``-th step (>= 1); shorthand for ``schedule=every``.
+        schedule: an integer N (every N steps), ``("log", n)`` (steps 0 and
+            round(10^(k/n)): :func:`log_steps`), a list of steps, or ``"epoch"`` (at each
+            :meth:`epoch_end` call instead of at steps). Default: every step.
         sinks: where rows go as well: :class:`CSVSink`, :class:`JSONLSink`,
             :class:`TensorBoardSink`, or paths ending in .csv / .jsonl.
-        data: fixed data to measure on (e.g. a held-out batch); None: the step's batch.
-        seed: base seed of the measures' generators.
-        options: per-measure keyword options, e.g. ``{"nlc": {"n_probes": 4}}``.
+        data: fixed data for the measures of data (e.g. a held-out batch); None: the step's
+            batch.
+        probe_data: the fixed probe points (trajectory endpoints, points of patterns,
+            regions and kernels); None: the first 256 inputs of ``data``, else of the first
+            measured batch. Copied.
+        seed: the seed of every measure's generator, at every step.
+        options: per-measure keyword options, e.g. ``{"nlc": {"n_probes": 4}}`` (merged over
+            those of a ``(name, options)`` pair).
+        keep_weights: also keep a detached CPU copy of the named parameters at every
+            measurement (True) or every k-th measurement (an integer k), in
+            :attr:`weight_snapshots`.
 
     Example:
         >>> import torch
@@ -102,72 +76,99 @@ class Tracker:
     """
 
     def __init__(self, measures: Union[Sequence[MeasureSpec], Mapping[str, MeasureSpec]] =
-                 DEFAULT_MEASURES, *, every: int = 1, sinks: Sequence[Any] = (), data: Any = None,
-                 seed: int = 0, options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise invalid("Tracker()", "every an integer >= 1", repr(every),
-                          "pass every=1 to measure at every step or e.g. every=10")
-        if isinstance(measures, (str, bytes)) or callable(measures):
-            measures = [measures]
-        items = measures.items() if isinstance(measures, Mapping) else \
-            [(m if isinstance(m, str) else getattr(m, "__name__", "measure"), m) for m in measures]
-        self._measures = {name: self._resolve(spec) for name, spec in items}
-        self._options = {name: dict(o) for name, o in (options or {}).items()}
-        unknown = set(self._options) - set(self._measures)
+                 DEFAULT_MEASURES, *, every: Optional[int] = None, schedule: Any = None,
+                 sinks: Sequence[Any] = (), data: Any = None, probe_data: Any = None,
+                 seed: int = 0, options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 keep_weights: Union[bool, int] = False) -> None:
+        self.schedule = _schedule(every, schedule)
+        self.keep_weights = _keep_every(keep_weights)
+        specs = _named_specs(measures)
+        unknown = set(options or {}) - set(specs)
         if unknown:
-            raise invalid("Tracker()", f"options for tracked measures {sorted(self._measures)}",
+            raise invalid("Tracker()", f"options for tracked measures {sorted(specs)}",
                           f"options for {sorted(unknown)}", "add the measure or drop its options")
-        self.every, self.data, self.seed = every, data, seed
+        self._measures = {name: bind(name, spec, {**given, **(options or {}).get(name, {})})
+                          for name, (spec, given) in specs.items()}
+        self.data, self.seed = data, seed
+        self._probes = None if probe_data is None else _probe_points(probe_data, None)
         self._sinks = [as_sink(s) for s in sinks]
         self._rows: list[dict[str, Any]] = []
-        self._calls = 0
-
-    @staticmethod
-    def _resolve(spec: MeasureSpec):
-        if isinstance(spec, str):
-            if spec not in REGISTRY:
-                raise UnknownNameError(
-                    f"Tracker() expected a measure name in {sorted(REGISTRY)} or a callable; "
-                    f"got {spec!r}. Fix: use one of those names or pass a function "
-                    "f(model, data) -> float.")
-            return REGISTRY[spec]
-        if callable(spec):
-            return lambda model, data, n, generator, **options: spec(model, data, **options)
-        raise invalid("Tracker()", "measure names or callables", repr(spec),
-                      f"use names from {sorted(REGISTRY)}")
+        self._snapshots: list[Snapshot] = []
+        self._steps = self._epochs = self._measured = self._last_step = 0
+        self._last_batch: Any = None
 
     def step(self, model: nn.Module, batch: Any = None, *, step: Optional[int] = None
              ) -> Optional[dict[str, float]]:
-        """Count a training step; at every ``every``-th, measure and return the row.
+        """Count a training step; at a scheduled one, measure and return the row.
 
         Args:
             model: the network being trained.
-            batch: the step's batch (tensor or ``(inputs, labels)``); used when the tracker
-                has no fixed ``data``.
+            batch: the step's batch (tensor or ``(inputs, labels)``); measured when the
+                tracker has no fixed ``data``, and kept for :meth:`epoch_end`.
             step: the step index (e.g. a global step); default: the number of earlier calls.
 
         Returns:
             ``{"step": s, column: value, ...}`` at a measured step, else None.
         """
-        index = self._calls if step is None else int(step)
-        self._calls += 1
-        if index % self.every:
+        index = self._steps if step is None else int(step)
+        self._steps += 1
+        self._last_step, self._last_batch = index, batch
+        if self.schedule.unit != "step" or not self.schedule(index):
             return None
-        data = self.data if self.data is not None else batch
-        if data is None:
-            raise invalid("Tracker.step()", "a batch (or a Tracker built with data=)", "None",
-                          "call tracker.step(model, batch)")
+        return self._measure(model, batch, {"step": index})
+
+    def epoch_end(self, model: nn.Module, batch: Any = None, *, epoch: Optional[int] = None,
+                  step: Optional[int] = None) -> Optional[dict[str, float]]:
+        """Count the end of an epoch; with ``schedule="epoch"``, measure and return the row.
+
+        With a schedule of steps this only counts the epoch, so a loop (or the Lightning
+        callback) may call it whatever the schedule.
+
+        Args:
+            model: the network being trained.
+            batch: the data to measure when the tracker has no fixed ``data``; default the
+                last batch given to :meth:`step`.
+            epoch: the epoch index; default: the number of earlier calls.
+            step: the row's step index; default: that of the last :meth:`step` call (0 if
+                none).
+
+        Returns:
+            ``{"step": s, "epoch": e, column: value, ...}`` when measured, else None.
+        """
+        index = self._epochs if epoch is None else int(epoch)
+        self._epochs += 1
+        if self.schedule.unit != "epoch" or not self.schedule(index):
+            return None
+        return self._measure(model, self._last_batch if batch is None else batch,
+                             {"step": self._last_step if step is None else int(step),
+                              "epoch": index})
+
+    def _measure(self, model: nn.Module, batch: Any, keys: dict[str, int]) -> dict[str, Any]:
+        if self.keep_weights and self._measured % self.keep_weights == 0:
+            self._snapshots.append((keys["step"], {
+                name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}))
+        self._measured += 1
+        inputs = StepInputs(self.data if self.data is not None else batch,
+                            lambda: self._probe_points_from(batch))
         values: dict[str, float] = {}
         for name, measure in self._measures.items():
-            generator = torch.Generator().manual_seed(self.seed + index)
-            result = measure(model, data, _n_samples(data), generator,
-                             **self._options.get(name, {}))
-            values.update(_columns(name, result))
+            generator = torch.Generator().manual_seed(self.seed)
+            values.update(columns(name, measure(model, inputs, generator)))
+        row = {**keys, **values}
         for sink in self._sinks:
-            sink.write(index, values)
-        row = {"step": index, **values}
+            sink.write(keys["step"], {k: v for k, v in row.items() if k != "step"})
         self._rows.append(row)
         return row
+
+    def _probe_points_from(self, batch: Any) -> torch.Tensor:
+        if self._probes is None:
+            source = self.data if self.data is not None else batch
+            if source is None:
+                raise invalid("Tracker", "probe points: probe_data=, data= or a batch",
+                              "none of them", "build the Tracker with probe_data= or pass the "
+                              "step's batch")
+            self._probes = _probe_points(source, PROBE_SAMPLES)
+        return self._probes
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -176,9 +177,24 @@ class Tracker:
 
     @property
     def history(self):
-        """The measured rows as a pandas DataFrame (a ``step`` column, one per measure field)."""
+        """The measured rows as a pandas DataFrame (``step``, then one column per measure
+        field; NaN where a row lacks a column)."""
         pd = require_extra("pandas", "report", "Tracker.history")
         return pd.DataFrame(self._rows)
+
+    @property
+    def weight_snapshots(self) -> list[Snapshot]:
+        """``(step, {parameter name: CPU tensor})`` at the kept measurements, oldest first:
+        e.g. the ``trajectory=`` of the principal-component directions of
+        ``loss_landscape(..., directions="pca")`` (Li, Xu, Taylor, Studer and Goldstein,
+        "Visualizing the Loss Landscape of Neural Nets", NeurIPS 2018, section 7) as
+        ``[weights for _, weights in tracker.weight_snapshots]``."""
+        return list(self._snapshots)
+
+    @property
+    def probes(self) -> Optional[torch.Tensor]:
+        """The fixed probe points P (n, ...), once known."""
+        return self._probes
 
     def close(self) -> None:
         """Flush and close the sinks."""
@@ -192,20 +208,56 @@ class Tracker:
         self.close()
 
 
-def _n_samples(data: Any) -> int:
-    inputs = data[0] if isinstance(data, (tuple, list)) else data
-    return len(inputs) if hasattr(inputs, "__len__") else 250
+def _schedule(every: Optional[int], schedule: Any) -> Schedule:
+    if every is not None and schedule is not None:
+        raise invalid("Tracker()", "every= or schedule=", f"every={every!r} and "
+                      f"schedule={schedule!r}", "pass one of them")
+    if every is not None:
+        check_count(every, "every", "Tracker()")
+        return as_schedule(every)
+    return as_schedule(1 if schedule is None else schedule)
 
 
-def _columns(name: str, result: Any) -> dict[str, float]:
-    """A measure's outputs as columns ``name`` (a scalar, or a field called ``name``) and
-    ``name/field``; of a result dataclass, the float fields (summary values, not counts)."""
-    if dataclasses.is_dataclass(result):
-        fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
-                  if isinstance(getattr(result, f.name), float)}
-    elif isinstance(result, Mapping):
-        fields = dict(result)
+def _keep_every(keep: Any) -> int:
+    """0 (keep none) or k (keep every k-th measurement)."""
+    if isinstance(keep, bool):
+        return int(keep)
+    check_count(keep, "keep_weights (True, False or every k-th measurement)", "Tracker()")
+    return keep
+
+
+def _named_specs(measures: Any) -> dict[str, tuple[Any, Mapping[str, Any]]]:
+    """Column name -> (name or callable, options) for every accepted form of ``measures``."""
+    if isinstance(measures, str) or callable(measures) or _is_pair(measures):
+        measures = [measures]
+    if isinstance(measures, Mapping):
+        items = [(name, _with_options(spec)) for name, spec in measures.items()]
     else:
-        return {name: float(result)}
-    return {(name if key == name else f"{name}/{key}"): float(value)
-            for key, value in fields.items()}
+        items = [(_name_of(spec), _with_options(spec)) for spec in measures]
+    names = [name for name, _ in items]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise invalid("Tracker()", "each measure once", f"{repeated} more than once",
+                      "pass a dict column name -> (measure, options) to track a measure twice")
+    return dict(items)
+
+
+def _is_pair(spec: Any) -> bool:
+    return isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], Mapping)
+
+
+def _with_options(spec: Any) -> tuple[Any, Mapping[str, Any]]:
+    return spec if _is_pair(spec) else (spec, {})
+
+
+def _name_of(spec: Any) -> str:
+    measure = _with_options(spec)[0]
+    return measure if isinstance(measure, str) else getattr(measure, "__name__", "measure")
+
+
+def _probe_points(source: Any, max_samples: Optional[int]) -> torch.Tensor:
+    """The inputs of ``source`` (at most ``max_samples``) as a detached copy."""
+    inputs = collect(source, where="Tracker probes", max_samples=max_samples,
+                     require_float=False).inputs
+    return inputs.detach().clone()
+
