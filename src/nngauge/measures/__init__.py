@@ -5,7 +5,8 @@
 - :mod:`~nngauge.measures.expressivity`: trajectories, transitions, patterns, linear regions on a
   plane, region density, dichotomies, weight-noise robustness;
 - :mod:`~nngauge.measures.generalization`: margins, norms and paths, folding, sharpness,
-  PAC-Bayes, conditions C1-C3.
+  PAC-Bayes, conditions C1-C3;
+- :mod:`~nngauge.measures.curvature`: the loss Hessian (top eigenvalues, trace, density).
 
 Every name is re-exported here (and at ``nngauge``); every result records how the model was
 run in its ``mode`` (:class:`MeasurementMode`).
@@ -13,6 +14,8 @@ run in its ``mode`` (:class:`MeasurementMode`).
 
 from nngauge._internal.adapter import MeasurementMode
 
+from nngauge.measures.curvature import *  # noqa: F401,F403
+from nngauge.measures.curvature import __all__ as _CURVATURE
 from nngauge.measures.expressivity import *  # noqa: F401,F403
 from nngauge.measures.expressivity import __all__ as _EXPRESSIVITY
 from nngauge.measures.generalization import *  # noqa: F401,F403
@@ -20,4 +23,4 @@ from nngauge.measures.generalization import __all__ as _GENERALIZATION
 from nngauge.measures.propagation import *  # noqa: F401,F403
 from nngauge.measures.propagation import __all__ as _PROPAGATION
 
-__all__ = ["MeasurementMode", *_PROPAGATION, *_EXPRESSIVITY, *_GENERALIZATION]
+__all__ = ["MeasurementMode", *_PROPAGATION, *_EXPRESSIVITY, *_GENERALIZATION, *_CURVATURE]

@@ -1,0 +1,172 @@
+"""Benchmark: Hessian top eigenvalue and trace, nngauge's curvature engine vs a per-vector loop
+of double-backward Hessian-vector products (and PyHessian when importable).
+
+Setting of the curvature issue: a ReLU MLP 784-256-256-10 (269,322 parameters, float32) at
+initialization, 1,000 random inputs with random labels, mean cross-entropy, one batch of 1,000.
+
+1. baseline: the *same* estimators as nngauge (Lanczos with full reorthogonalization to
+   relative residual ``--tol`` for the top eigenvalue; Hutch++ with ``--probes`` products for
+   the trace, the same draws), each Hessian-vector product one ``torch.autograd.grad`` call on
+   the retained graph of the gradient (built once with ``create_graph=True``, timed with the
+   eigenvalue), one vector at a time: same number of vectors, same accuracy;
+2. nngauge engine: the same estimators on ``CurvatureOperator`` (here the batch's graph is
+   retained: ``vjp`` of ``torch.func.grad``, built at the first product; the vectors of one
+   call vmapped in chunks);
+3. ``nngauge.measures.curvature.hessian(top_k=1, trace=True)`` end to end (adds the explicit
+   residual of the Ritz pair);
+4. PyHessian (Yao et al., "PyHessian: Neural Networks Through the Lens of the Hessian", IEEE
+   BigData 2020), when importable: ``eigenvalues(top_n=1)`` (power iteration, relative change
+   < 1e-3, at most 100 products) and ``trace()`` (Hutchinson, relative change < 1e-3, at most
+   100 products). Other algorithms, so its products and accuracy differ; printed for scale.
+
+All warm (one untimed run each first), interleaved, ``--repeats`` rounds, medians printed with
+the load average; ratio = baseline / nngauge.
+
+    python benchmarks/bench_hessian.py [--repeats 3] [--probes 90] [--tol 1e-4] [--threads N]
+    PYTHONPATH=/tmp/peers_pyhessian python benchmarks/bench_hessian.py   # + PyHessian
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from nngauge._internal.adapter import ModelAdapter
+from nngauge._internal.curvature import CurvatureOperator, functional_model, hutchpp, lanczos
+from nngauge.measures.curvature import hessian
+from nngauge.nn import mlp
+
+
+class DoubleBackward:
+    """v -> H v by ``torch.autograd.grad`` on the gradient's retained graph, vector by vector
+    (the interface the estimators read: dim, dtype, device, apply)."""
+
+    def __init__(self, model, x, y):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.dim = sum(p.numel() for p in self.params)
+        self.dtype, self.device = self.params[0].dtype, self.params[0].device
+        self.grads = torch.autograd.grad(F.cross_entropy(model(x), y), self.params,
+                                         create_graph=True)
+
+    def apply(self, vectors: torch.Tensor) -> torch.Tensor:
+        rows = []
+        for v in vectors:
+            parts = [part.view_as(p) for part, p in
+                     zip(torch.split(v, [p.numel() for p in self.params]), self.params)]
+            hv = torch.autograd.grad(self.grads, self.params, parts, retain_graph=True)
+            rows.append(torch.cat([h.reshape(-1) for h in hv]))
+        return torch.stack(rows)
+
+
+def engine(model, x, y) -> CurvatureOperator:
+    adapter = ModelAdapter(model, norm_mode="eval")
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    return CurvatureOperator(functional_model(model, adapter.select), F.cross_entropy, params,
+                             [(x, y)])
+
+
+def pyhessian_run(model, x, y):
+    from pyhessian import hessian as PyHessian  # noqa: N812
+
+    comp = PyHessian(copy.deepcopy(model), F.cross_entropy, data=(x, y), cuda=False)
+    top, _ = comp.eigenvalues(top_n=1)
+    traces = comp.trace()
+    return top[0], sum(traces) / len(traces), len(traces)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--probes", type=int, default=90)
+    parser.add_argument("--tol", type=float, default=1e-4)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(0)
+    model = mlp(784, 256, 3, 10, generator=gen).eval()
+    x = torch.randn(args.samples, 784, generator=gen)
+    y = torch.randint(0, 10, (args.samples,), generator=gen)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"MLP 784-256-256-10 ({n:,} parameters), {args.samples} samples, float32, "
+          f"{torch.get_num_threads()} threads; Lanczos tol {args.tol}, Hutch++ {args.probes} "
+          "products")
+    peers = importlib.util.find_spec("pyhessian") is not None
+    if not peers:
+        print("PyHessian not importable (PYTHONPATH=/tmp/peers_pyhessian after "
+              "`pip install --no-deps --target /tmp/peers_pyhessian pyhessian`): skipped")
+
+    def seeded():
+        return torch.Generator().manual_seed(1)
+
+    def estimators(make_op):
+        start = time.perf_counter()  # the operator's set-up (the baseline's graph) counts
+        op = make_op(model, x, y)
+        top = lanczos(op, 1, 90, args.tol, seeded())
+        middle = time.perf_counter()
+        trace = hutchpp(op, args.probes, seeded())
+        end = time.perf_counter()
+        return (middle - start, end - middle), (float(top.values[0]), top.steps, trace.trace)
+
+    def end_to_end():
+        start = time.perf_counter()
+        r = hessian(model, (x, y), batch_size=args.samples, n_probes=args.probes,
+                    tol=args.tol, generator=seeded())
+        return time.perf_counter() - start, r
+
+    def peer():
+        start = time.perf_counter()
+        values = pyhessian_run(model, x, y)
+        return time.perf_counter() - start, values
+
+    runs = {"baseline": [], "engine": [], "hessian": [], "pyhessian": []}
+    for round_ in range(args.repeats + 1):  # round 0 warms up, untimed
+        base = estimators(DoubleBackward)
+        ours = estimators(engine)
+        full = end_to_end()
+        other = peer() if peers else None
+        if round_:
+            runs["baseline"].append(base)
+            runs["engine"].append(ours)
+            runs["hessian"].append(full)
+            runs["pyhessian"].append(other)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (after the runs), "
+          f"{args.repeats} timed rounds, medians:")
+
+    def median(key, index):
+        return statistics.median(r[0][index] for r in runs[key])
+
+    (value, steps, trace_b) = runs["baseline"][-1][1]
+    (value_e, steps_e, trace_e) = runs["engine"][-1][1]
+    for label, index in (("top eigenvalue (Lanczos)", 0), ("trace (Hutch++)", 1)):
+        b, e = median("baseline", index), median("engine", index)
+        print(f"{label:26s} baseline {b:7.2f} s   nngauge engine {e:7.2f} s   "
+              f"baseline / nngauge {b / e:5.2f}x")
+    print(f"  values: lambda_max baseline {value:.6f} ({steps} steps), nngauge {value_e:.6f} "
+          f"({steps_e} steps); trace baseline {trace_b:.4f}, nngauge {trace_e:.4f}")
+    total_b = median("baseline", 0) + median("baseline", 1)
+    t_full = statistics.median(r[0] for r in runs["hessian"])
+    r = runs["hessian"][-1][1]
+    print(f"hessian() end to end      {t_full:7.2f} s   (baseline estimators {total_b:.2f} s, "
+          f"ratio {total_b / t_full:.2f}x): lambda_max {r.eigenvalues[0]:.6f}, residual "
+          f"{r.residuals[0]:.2e}, trace {r.trace:.4f} +- {r.trace_stderr:.4f}, "
+          f"{r.n_products} products")
+    if peers:
+        t_peer = statistics.median(p[0] for p in runs["pyhessian"])
+        top, tr, count = runs["pyhessian"][-1][1]
+        print(f"PyHessian                 {t_peer:7.2f} s   (PyHessian / hessian() "
+              f"{t_peer / t_full:.2f}x): lambda_max {top:.6f} (power iteration), trace "
+              f"{tr:.4f} (Hutchinson, {count} products)")
+
+
+if __name__ == "__main__":
+    main()
