@@ -39,7 +39,7 @@ _MEASURES = (
     "TransitionsResult", "WeightNoiseResult", "activation_patterns", "dichotomies",
     "trajectory_length", "transitions", "weight_noise_robustness",
     "RegionDensityResult", "region_density", "RegionsResult", "regions",
-    "HessianResult", "hessian",
+    "HessianResult", "hessian", "LossLandscapeResult", "loss_landscape",
 )
 _TRAINING = ("Tracker", "fit", "lr_search")
 _REPORT = ("build_report",)
