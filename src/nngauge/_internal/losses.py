@@ -10,7 +10,8 @@ shape against the output, range against the number of classes.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from itertools import islice
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -86,3 +87,34 @@ def flat_scores(scores: torch.Tensor, labels: torch.Tensor, where: str
 
 __all__ = ["LossFn", "check_class_labels", "check_labels", "flat_scores", "mean_loss",
            "per_sample_loss"]
+
+
+def one_hot_mse(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean squared error over every entry; integer labels are one-hot targets."""
+    if not labels.is_floating_point():
+        labels = F.one_hot(labels.long(), outputs.shape[-1]).to(outputs.dtype)
+    return (outputs - labels).pow(2).mean()  # F.mse_loss has no forward-mode HVP under vmap
+
+
+def with_labels(data: Any, labels: Any, where: str) -> Any:
+    """``data`` as an (inputs, labels) pair when ``labels`` is given separately."""
+    if labels is None:
+        return data
+    if isinstance(data, (tuple, list)):
+        raise invalid(where, "labels either in data=(inputs, labels) or as labels=, not both",
+                      "a pair as data and labels=", "drop labels= or pass the inputs alone")
+    return (data, labels)
+
+
+def labelled_batches(adapter: Any, data: Any, batch_size: int, n_batches: Optional[int],
+                     fix: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The first ``n_batches`` (None: all) batches of ``data`` as (inputs, labels) on the
+    model's device; inputs without labels are refused with ``fix``."""
+    out = []
+    for batch in islice(adapter.batches(data, batch_size=batch_size), n_batches):
+        if batch.labels is None:
+            raise invalid(adapter.where, "labelled data: (inputs, labels), inputs with labels=, "
+                          "or a Dataset of pairs", "inputs without labels", fix)
+        x = adapter.prepare_raw(batch.inputs)
+        out.append((x, batch.labels.to(x.device)))
+    return out

@@ -31,19 +31,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from scipy import stats
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.curvature import (KINDS, CurvatureOperator, Kind, functional_model,
                                          hutchpp, lanczos, slq)
-from nngauge._internal.losses import check_class_labels, mean_loss
+from nngauge._internal.losses import (
+    check_class_labels,
+    labelled_batches,
+    mean_loss,
+    one_hot_mse,
+    with_labels,
+)
 from nngauge.errors import invalid
 from nngauge.measures._plots import new_axes
 from nngauge.measures._result import MeasureResult
@@ -283,7 +287,7 @@ def hessian(
                    n_batches=n_batches, n_probes=n_probes, lanczos_steps=lanczos_steps, tol=tol,
                    density_probes=density_probes, chunk_size=chunk_size, trace=trace,
                    density=density, per_layer=per_layer, return_eigenvectors=return_eigenvectors)
-    data = _with_labels(data, labels, where)
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode or "eval", where=where)
     names = [n for n, p in adapter.model.named_parameters() if p.requires_grad]
     if not names:
@@ -301,7 +305,8 @@ def hessian(
         if top_k > lanczos_steps:
             raise invalid(where, "lanczos_steps >= top_k", f"lanczos_steps={lanczos_steps} "
                           f"and top_k={top_k}", "raise lanczos_steps (or lower top_k)")
-        batches = _batches(adapter, data, batch_size, n_batches)
+        batches = labelled_batches(adapter, data, batch_size, n_batches,
+                                   "pass data=(inputs, labels) or labels=")
         loss_fn, loss_name = _loss_function(loss, adapter, batches)
         op = CurvatureOperator(functional_model(adapter.model, adapter.select), loss_fn, params,
                                batches, kind=kind, chunk_size=chunk_size, note=adapter.note)
@@ -380,20 +385,6 @@ def _over_batches(values: np.ndarray) -> tuple[Optional[tuple], Optional[tuple]]
             tuple((float(m - h), float(m + h)) for m, h in zip(mean, half)))
 
 
-def _batches(adapter: ModelAdapter, data: Any, batch_size: int, n_batches: Optional[int]
-             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The first ``n_batches`` batches of ``data`` (one pass), on the model's device."""
-    out = []
-    for batch in islice(adapter.batches(data, batch_size=batch_size), n_batches):
-        if batch.labels is None:
-            raise invalid(adapter.where, "labelled data: (inputs, labels), inputs with labels=, "
-                          "or a Dataset of pairs", "inputs without labels",
-                          "pass data=(inputs, labels) or labels=")
-        x = adapter.prepare_raw(batch.inputs)
-        out.append((x, batch.labels.to(x.device)))
-    return out
-
-
 def _loss_function(loss: Union[str, LossFn], adapter: ModelAdapter,
                    batches: list) -> tuple[LossFn, str]:
     """The scalar mean loss of a batch, checked once against the labels and the outputs."""
@@ -423,23 +414,7 @@ def _loss_function(loss: Union[str, LossFn], adapter: ModelAdapter,
                           "pass targets of the output's shape, or integer class labels")
     else:
         check_class_labels(outputs, labels, where)
-    return (mean_loss if loss == "cross_entropy" else _mse), loss
-
-
-def _mse(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean squared error over every entry; integer labels are one-hot targets."""
-    if not labels.is_floating_point():
-        labels = F.one_hot(labels.long(), outputs.shape[-1]).to(outputs.dtype)
-    return (outputs - labels).pow(2).mean()  # F.mse_loss has no forward-mode HVP under vmap
-
-
-def _with_labels(data: Any, labels: Any, where: str) -> Any:
-    if labels is None:
-        return data
-    if isinstance(data, (tuple, list)):
-        raise invalid(where, "labels either in data=(inputs, labels) or as labels=, not both",
-                      "a pair as data and labels=", "drop labels= or pass the inputs alone")
-    return (data, labels)
+    return (mean_loss if loss == "cross_entropy" else one_hot_mse), loss
 
 
 def _check_options(where: str, *, loss, kind, tol, chunk_size, n_batches, **rest) -> None:

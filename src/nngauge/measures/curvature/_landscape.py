@@ -40,11 +40,11 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.losses import mean_loss
+from nngauge._internal.losses import mean_loss, one_hot_mse, with_labels
 from nngauge.errors import invalid, require_extra
 from nngauge.measures._plots import new_axes
 from nngauge.measures._result import MeasureResult
-from nngauge.measures.curvature._hessian import _mse, _with_labels, hessian
+from nngauge.measures.curvature._hessian import hessian
 from nngauge.measures.generalization._local_noise import ELEMENT_BUDGET
 from nngauge.measures.generalization._sharpness import _check_count, _checked_loss, _labelled
 
@@ -242,7 +242,7 @@ def loss_landscape(
         ((5, 5), True)
     """
     where = "loss_landscape()"
-    data = _with_labels(data, labels, where)
+    data = with_labels(data, labels, where)
     dims = _dims(directions, dims, steps, where)
     axes = _axes(dims, steps, span, where)
     _check_options(where, loss=loss, bn=bn, norm_mode=norm_mode, batch_size=batch_size,
@@ -384,7 +384,7 @@ def _loss_function(loss: Any, y: torch.Tensor, where: str) -> tuple[LossFn, str]
                           f"floating labels of dtype {y.dtype}",
                           "pass class indices, or loss='mse' for regression targets")
         return mean_loss, loss
-    return _mse, loss
+    return one_hot_mse, loss
 
 
 # ------------------------------------------------------------------------------ directions

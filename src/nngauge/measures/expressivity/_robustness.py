@@ -29,6 +29,7 @@ from torch import nn
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
 from nngauge._internal.layers import layer_kind
+from nngauge._internal.losses import labelled_batches
 from nngauge.errors import InvalidInputError, invalid
 from nngauge.measures.expressivity._dichotomies import (
     MAX_BATCHED_ELEMENTS,
@@ -176,7 +177,8 @@ def weight_noise_robustness(
     clean_correct, predictions_width = 0, None
     rows = []
     with adapter.active(data=source), torch.no_grad():
-        batches = _labelled_batches(adapter, source, batch_size)
+        batches = labelled_batches(adapter, source, batch_size, None,
+                                   "pass weight_noise_robustness(model, x, y)")
         for x, y in batches:
             out = adapter(x)
             predictions_width = _check_labels(out, y, where)
@@ -244,18 +246,6 @@ def _layers(model, layers, where) -> tuple[list, dict]:
         raise invalid(where, "a model with linear or conv layers", "none with a weight",
                       "pass layers=[...] naming modules that have a 'weight' parameter")
     return chosen, skipped
-
-
-def _labelled_batches(adapter, source, batch_size) -> list:
-    batches = []
-    for batch in adapter.batches(source, batch_size=batch_size):
-        if batch.labels is None:
-            raise invalid(adapter.where, "labels: data as (inputs, labels), or the labels "
-                          "argument", "inputs without labels",
-                          "pass weight_noise_robustness(model, x, y)")
-        x = adapter.prepare_raw(batch.inputs)
-        batches.append((x, batch.labels.to(x.device)))
-    return batches
 
 
 def _check_labels(out: torch.Tensor, y: torch.Tensor, where: str) -> int:
