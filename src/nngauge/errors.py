@@ -70,6 +70,14 @@ def rejected_inputs(where: str, shape: tuple, dtype: object, error: Exception
                    "pass data shaped as the model expects (samples along dimension 0)")
 
 
+def require_counts(where: str, **values: object) -> None:
+    """Refuse any of ``values`` (by argument name) that is not an integer >= 1."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
+                          f"pass a positive integer {name}")
+
+
 def require_extra(module: str, extra: str, feature: str):
     """Import an optional dependency or raise :class:`MissingDependencyError` naming the extra."""
     import importlib

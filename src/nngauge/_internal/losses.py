@@ -85,15 +85,21 @@ def flat_scores(scores: torch.Tensor, labels: torch.Tensor, where: str
     return scores.reshape(-1, scores.shape[-1]), labels.reshape(-1).long()
 
 
-__all__ = ["LossFn", "check_class_labels", "check_labels", "flat_scores", "mean_loss",
-           "per_sample_loss"]
-
-
 def one_hot_mse(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean squared error over every entry; integer labels are one-hot targets."""
     if not labels.is_floating_point():
         labels = F.one_hot(labels.long(), outputs.shape[-1]).to(outputs.dtype)
     return (outputs - labels).pow(2).mean()  # F.mse_loss has no forward-mode HVP under vmap
+
+
+def named_loss(name: str, labels: torch.Tensor, where: str) -> LossFn:
+    """The scalar loss called ``name``: "cross_entropy" (:func:`mean_loss`; integer labels
+    only) or "mse" (:func:`one_hot_mse`)."""
+    if name == "cross_entropy" and labels.is_floating_point():
+        raise invalid(where, "integer class labels for loss='cross_entropy'",
+                      f"floating labels of dtype {labels.dtype}",
+                      "pass class indices, or loss='mse' for regression targets")
+    return mean_loss if name == "cross_entropy" else one_hot_mse
 
 
 def with_labels(data: Any, labels: Any, where: str) -> Any:
@@ -118,3 +124,35 @@ def labelled_batches(adapter: Any, data: Any, batch_size: int, n_batches: Option
         x = adapter.prepare_raw(batch.inputs)
         out.append((x, batch.labels.to(x.device)))
     return out
+
+
+def labelled_tensors(adapter: Any, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """All inputs (prepared for the model) and labels of ``data``, the labels checked against
+    the model's outputs once (the loss then runs unchecked, under vmap)."""
+    batch = adapter.collect(data)
+    if batch.labels is None:
+        raise invalid(adapter.where, "labelled data: (inputs, labels) or a Dataset of pairs",
+                      "inputs without labels", "pass data=(inputs, labels)")
+    x = adapter.prepare_raw(batch.inputs)
+    y = batch.labels.to(x.device)
+    with torch.no_grad():
+        out = adapter(x[:2])
+    check_labels(out[:1].expand(len(y), *out.shape[1:]), y, adapter.where)
+    return x, y
+
+
+def scalar_loss(loss_fn: LossFn, outputs: torch.Tensor, labels: torch.Tensor,
+                where: str) -> torch.Tensor:
+    """``loss_fn(outputs, labels)`` as a 0-d tensor; a user loss returning anything but one
+    number is refused."""
+    value = loss_fn(outputs, labels)
+    if not isinstance(value, torch.Tensor) or value.numel() != 1:
+        raise invalid(where, "loss_fn(outputs, labels) returning a scalar tensor",
+                      f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}",
+                      "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
+    return value.reshape(())
+
+
+__all__ = ["LossFn", "check_class_labels", "check_labels", "flat_scores", "labelled_batches",
+           "labelled_tensors", "mean_loss", "named_loss", "one_hot_mse", "per_sample_loss", "scalar_loss",
+           "with_labels"]

@@ -44,8 +44,8 @@ from nngauge._internal.curvature import (KINDS, CurvatureOperator, Kind, functio
 from nngauge._internal.losses import (
     check_class_labels,
     labelled_batches,
-    mean_loss,
-    one_hot_mse,
+    named_loss,
+    scalar_loss,
     with_labels,
 )
 from nngauge.errors import invalid
@@ -393,28 +393,20 @@ def _loss_function(loss: Union[str, LossFn], adapter: ModelAdapter,
     with torch.no_grad():
         out = adapter(x)
     if callable(loss):
-        value = loss(out, y)
-        if not isinstance(value, torch.Tensor) or value.numel() != 1:
-            raise invalid(where, "loss(outputs, labels) returning a scalar tensor",
-                          f"{type(value).__name__} of shape "
-                          f"{tuple(getattr(value, 'shape', ()))}",
-                          "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
+        scalar_loss(loss, out, y, where)
         return (lambda o, t: loss(o, t).reshape(())), getattr(loss, "__name__",
                                                                 type(loss).__name__)
     labels = torch.cat([t for _, t in batches])
     outputs = out[:1].expand(len(labels), *out.shape[1:])
+    loss_fn = named_loss(loss, labels, where)
     if labels.is_floating_point():
-        if loss == "cross_entropy":
-            raise invalid(where, "integer class labels for loss='cross_entropy'",
-                          f"labels of dtype {labels.dtype}",
-                          "pass class indices, or loss='mse' for regression targets")
         if labels.shape != outputs.shape:
             raise invalid(where, f"regression targets shaped like the outputs, "
                           f"{tuple(outputs.shape)}", f"targets of shape {tuple(labels.shape)}",
                           "pass targets of the output's shape, or integer class labels")
     else:
         check_class_labels(outputs, labels, where)
-    return (mean_loss if loss == "cross_entropy" else one_hot_mse), loss
+    return loss_fn, loss
 
 
 def _check_options(where: str, *, loss, kind, tol, chunk_size, n_batches, **rest) -> None:

@@ -40,13 +40,12 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.losses import mean_loss, one_hot_mse, with_labels
-from nngauge.errors import invalid, require_extra
+from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
+from nngauge.errors import invalid, require_counts, require_extra
 from nngauge.measures._plots import new_axes
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.curvature._hessian import hessian
 from nngauge.measures.generalization._local_noise import ELEMENT_BUDGET
-from nngauge.measures.generalization._sharpness import _check_count, _checked_loss, _labelled
 
 DirectionKind = Literal["filter", "layer", "random", "hessian", "pca"]
 LossName = Literal["auto", "cross_entropy", "mse"]
@@ -254,7 +253,7 @@ def loss_landscape(
     eigen = (_hessian_eigenvectors(adapter, data, loss, top_k=dims, batch_size=batch_size,
                                    generator=generator) if kind == "hessian" else None)
     with adapter.active(data=data), torch.no_grad():
-        x, y = _labelled(adapter, data)
+        x, y = labelled_tensors(adapter, data)
         loss_fn, loss_name = _loss_function(loss, y, where)
         params = _parameters(adapter.model, where)
         dirs, extra = _directions(kind, directions, params, dims, where, eigen=eigen,
@@ -343,9 +342,9 @@ def _check_options(where: str, *, loss, bn, norm_mode, batch_size, chunk_size, a
         raise invalid(where, "norm_mode 'eval' or 'frozen', only with bn='frozen'",
                       f"norm_mode={norm_mode!r} with bn={bn!r}",
                       "drop norm_mode (bn='recompute' uses each batch's statistics)")
-    _check_count(where, batch_size=batch_size)
+    require_counts(where, batch_size=batch_size)
     if chunk_size is not None:
-        _check_count(where, chunk_size=chunk_size)
+        require_counts(where, chunk_size=chunk_size)
     for name, value in (("accuracy", accuracy), ("include_bias_bn", include_bias_bn)):
         if not isinstance(value, bool):
             raise invalid(where, f"{name} True or False", f"{name}={value!r}",
@@ -378,13 +377,7 @@ def _loss_function(loss: Any, y: torch.Tensor, where: str) -> tuple[LossFn, str]
         return loss, getattr(loss, "__name__", type(loss).__name__)
     if loss == "auto":
         loss = "mse" if y.is_floating_point() else "cross_entropy"
-    if loss == "cross_entropy":
-        if y.is_floating_point():
-            raise invalid(where, "integer class labels for loss='cross_entropy'",
-                          f"floating labels of dtype {y.dtype}",
-                          "pass class indices, or loss='mse' for regression targets")
-        return mean_loss, loss
-    return one_hot_mse, loss
+    return named_loss(loss, y, where), loss
 
 
 # ------------------------------------------------------------------------------ directions
@@ -465,7 +458,7 @@ def _hessian_eigenvectors(adapter: ModelAdapter, data: Any, loss: Any, **options
     no trace) with the landscape's loss, batchnorm statistics, output and batches. Labels
     are checked here first, so that errors name loss_landscape()."""
     with adapter.active(data=data), torch.no_grad():
-        _, y = _labelled(adapter, data)
+        _, y = labelled_tensors(adapter, data)
         _parameters(adapter.model, adapter.where)
     name = loss if callable(loss) else _loss_function(loss, y, adapter.where)[1]
     return hessian(adapter.user_model, data, loss=name, norm_mode=adapter.norm_mode,
@@ -583,7 +576,7 @@ def _evaluate(adapter: ModelAdapter, loss_fn: LossFn, params: dict, dirs: list[d
 
     def at(theta, xb, yb):
         out = adapter.select(functional_call(adapter.model, theta, (xb,)))
-        value = _checked_loss(loss_fn, out, yb, adapter.where)
+        value = scalar_loss(loss_fn, out, yb, adapter.where)
         hits = (out.argmax(-1) == yb).to(value.dtype).mean() if classes else value.new_zeros(())
         return value, hits
 

@@ -38,8 +38,8 @@ from torch.func import functional_call, vmap
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.losses import check_labels, mean_loss
-from nngauge.errors import invalid
+from nngauge._internal.losses import labelled_tensors, mean_loss, scalar_loss
+from nngauge.errors import invalid, require_counts
 from nngauge.measures.generalization._local_noise import LocalNoise
 from nngauge.measures._result import MeasureResult
 
@@ -231,13 +231,13 @@ def sharpness(
     """
     where = "sharpness()"
     _check_positive(where, alpha=alpha, lr=lr)
-    _check_count(where, steps=steps, batch_size=batch_size)
+    require_counts(where, steps=steps, batch_size=batch_size)
     if not 0 <= momentum < 1:
         raise invalid(where, "momentum in [0, 1)", f"momentum={momentum!r}", "pass e.g. 0.9")
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
-        x, y = _labelled(adapter, data)
+        x, y = labelled_tensors(adapter, data)
         params = _parameters(adapter.model, where)
         box = {n: alpha * (w.abs() + 1) for n, w in params.items()}
         nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
@@ -345,9 +345,9 @@ def expected_sharpness(
     """
     where = "expected_sharpness()"
     _check_positive(where, alpha=alpha)
-    _check_count(where, n_samples=n_samples, batch_size=batch_size)
+    require_counts(where, n_samples=n_samples, batch_size=batch_size)
     if chunk_size is not None:
-        _check_count(where, chunk_size=chunk_size)
+        require_counts(where, chunk_size=chunk_size)
     if noise not in ("relative", "isotropic"):
         raise invalid(where, "noise 'relative' or 'isotropic'", repr(noise),
                       "use 'relative' (appendix A) or 'isotropic' (eq. 6)")
@@ -362,7 +362,7 @@ def expected_sharpness(
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
-        x, y = _labelled(adapter, data)
+        x, y = labelled_tensors(adapter, data)
         params = _parameters(adapter.model, where)
         stds = noise_std(params, alpha, noise=noise, sigma=sigma)
         local = LocalNoise(adapter.model, stds, adapter.select)
@@ -387,7 +387,7 @@ def expected_sharpness(
             else:
                 used = "local"
                 losses, base = local.perturbed_losses(
-                    vmap(lambda out, labels: _checked_loss(loss_fn, out, labels, where)), x, y,
+                    vmap(lambda out, labels: scalar_loss(loss_fn, out, labels, where)), x, y,
                     seeds=seeds, minibatch=minibatch,
                     chunk_size=chunk_size or local.chunk_for(size), pool=pool)
     losses, base = losses.double().cpu().numpy(), base.double().cpu().numpy()
@@ -454,7 +454,7 @@ def pac_bayes(
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data), torch.no_grad():
-        x, y = _labelled(adapter, data)
+        x, y = labelled_tensors(adapter, data)
         train_loss = _full_loss(adapter, loss_fn, _parameters(adapter.model, where), x, y,
                                 eval_batch_size)
     m = len(y)
@@ -544,18 +544,9 @@ def _perturbed_losses(adapter, loss_fn, params, stds, x, y, *, seeds, minibatch,
     return torch.cat(losses), torch.cat(bases)
 
 
-def _checked_loss(loss_fn, outputs, y, where) -> torch.Tensor:
-    value = loss_fn(outputs, y)
-    if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        raise invalid(where, "loss_fn(outputs, labels) returning a scalar tensor",
-                      f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}",
-                      "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
-    return value.reshape(())
-
-
 def _loss(adapter: ModelAdapter, loss_fn, theta, x, y) -> torch.Tensor:
     out = adapter.select(functional_call(adapter.model, theta, (x,)))
-    return _checked_loss(loss_fn, out, y, adapter.where)
+    return scalar_loss(loss_fn, out, y, adapter.where)
 
 
 def _full_loss(adapter: ModelAdapter, loss_fn, params, x, y, batch_size) -> float:
@@ -574,31 +565,9 @@ def _parameters(model: nn.Module, where: str) -> dict:
     return params
 
 
-def _labelled(adapter: ModelAdapter, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """All inputs and labels, the labels checked against the model's outputs once (the loss
-    then runs unchecked, under vmap)."""
-    batch = adapter.collect(data)
-    if batch.labels is None:
-        raise invalid(adapter.where, "labelled data: (inputs, labels) or a Dataset of pairs",
-                      "inputs without labels", "pass data=(inputs, labels)")
-    x = adapter.prepare_raw(batch.inputs)
-    y = batch.labels.to(x.device)
-    with torch.no_grad():
-        out = adapter(x[:2])
-    check_labels(out[:1].expand(len(y), *out.shape[1:]), y, adapter.where)
-    return x, y
-
-
 def _check_positive(where: str, **values: float) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                 value > 0 and math.isfinite(value)):
             raise invalid(where, f"{name} > 0 (finite)", f"{name}={value!r}",
                           f"pass a positive {name}")
-
-
-def _check_count(where: str, **values: int) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
-                          f"pass a positive integer {name}")
