@@ -40,6 +40,7 @@ _MEASURES = (
     "trajectory_length", "transitions", "weight_noise_robustness",
     "RegionDensityResult", "region_density", "RegionsResult", "regions",
     "HessianResult", "hessian", "LossLandscapeResult", "loss_landscape",
+    "WeightTransitionsResult", "weight_transitions",
 )
 _TRAINING = ("Tracker", "fit", "lr_search")
 _REPORT = ("build_report",)

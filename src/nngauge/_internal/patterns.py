@@ -84,10 +84,11 @@ def select_pattern_layers(all_layers: Sequence[PatternLayer], names: Optional[Se
 def region_codes(h: torch.Tensor, breakpoints: Sequence[float]) -> torch.Tensor:
     """(batch, units) int8 regions #{i : h > c_i} of pre-activations ``h`` (batch, ...)."""
     flat = h.detach().reshape(h.shape[0], -1)
-    codes = torch.zeros(flat.shape, dtype=torch.int8, device=flat.device)
-    for c in breakpoints:
-        codes += (flat > c).to(torch.int8)
-    return codes
+    if not breakpoints:
+        return torch.zeros(flat.shape, dtype=torch.int8, device=flat.device)
+    # out of place, so that it also runs under vmap
+    return sum(((flat > c).to(torch.int8) for c in breakpoints[1:]),
+               (flat > breakpoints[0]).to(torch.int8))
 
 
 class PatternHasher:

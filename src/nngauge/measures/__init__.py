@@ -6,7 +6,8 @@
   plane, region density, dichotomies, weight-noise robustness;
 - :mod:`~nngauge.measures.generalization`: margins, norms and paths, folding, sharpness,
   PAC-Bayes, conditions C1-C3;
-- :mod:`~nngauge.measures.curvature`: the loss Hessian (top eigenvalues, trace, density).
+- :mod:`~nngauge.measures.curvature`: the loss Hessian (top eigenvalues, trace, density),
+  loss landscapes with their region boundaries, weight-space transitions.
 
 Every name is re-exported here (and at ``nngauge``); every result records how the model was
 run in its ``mode`` (:class:`MeasurementMode`).

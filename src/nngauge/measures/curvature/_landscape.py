@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 import numpy as np
@@ -41,10 +41,18 @@ from torch.func import functional_call
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
 from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
+from nngauge._internal.sites import SiteRecorder
 from nngauge.errors import invalid, require_counts, require_extra
 from nngauge.measures._plots import new_axes
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.curvature._hessian import hessian
+from nngauge.measures.curvature._landscape_regions import (
+    PatternProbe,
+    SliceRegions,
+    exact_line,
+    pattern_probe,
+    sampled_regions,
+)
 from nngauge.measures.generalization._local_noise import ELEMENT_BUDGET
 
 DirectionKind = Literal["filter", "layer", "random", "hessian", "pca"]
@@ -89,6 +97,18 @@ class LossLandscapeResult(MeasureResult):
             "eval" or "frozen" for ``bn="frozen"``, "train" for ``bn="recompute"``.
         directions: d_1 (and d_2) by parameter name, every parameter present (zeros where it
             is not moved); not in ``to_dict()``.
+        regions_method: ``count_regions=True``: "exact" or "sampled (the reason it is not
+            exact)"; else None. The fields below are None without ``count_regions``.
+        pattern_distance: shaped like ``losses``: the fraction of the data's (sample, unit)
+            activation regions that differ from theirs at theta (0 inside theta's piece of
+            weight space, where the loss is smooth).
+        region_changes: a line: (steps - 1,) the pattern changes of the data inside each grid
+            interval: exact, every (sample, change); sampled, the samples whose pattern
+            differs between the interval's ends (a lower bound). None on a plane.
+        region_breakpoints: exact only: every value of alpha where some sample's pattern
+            changes (:func:`weight_transitions`' ``breakpoints``).
+        smooth_interval: a line: (lo, hi) around alpha = 0 in which no sample's pattern
+            changes, so that the loss is smooth there (sampled: an outer bound from the grid).
     """
 
     losses: np.ndarray
@@ -106,6 +126,11 @@ class LossLandscapeResult(MeasureResult):
     settings: dict
     mode: MeasurementMode
     directions: tuple[dict, ...] = field(repr=False, compare=False)
+    regions_method: Optional[str] = None
+    pattern_distance: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+    region_changes: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+    region_breakpoints: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+    smooth_interval: Optional[tuple[float, float]] = None
 
     def to_frame(self):
         """One row per grid point: columns alpha (and beta), loss (and accuracy). Needs
@@ -153,6 +178,8 @@ def loss_landscape(
     loss: Union[LossName, LossFn] = "auto",
     accuracy: bool = True,
     include_bias_bn: bool = False,
+    modules: Optional[Sequence[str]] = None,
+    count_regions: bool = False,
     bn: BatchNormHandling = "frozen",
     norm_mode: Optional[Literal["eval", "frozen"]] = None,
     trajectory: Optional[Sequence[Mapping[str, Any]]] = None,
@@ -215,6 +242,18 @@ def loss_landscape(
             under ``vmap``.
         accuracy: also report accuracies (integer labels only).
         include_bias_bn: also move one-dimensional parameters (see above).
+        modules: "filter", "layer", "random" and "pca" move only the parameters of these
+            modules (names from ``named_modules()``, their submodules included); default all.
+            One module and a line make ``count_regions`` exact.
+        count_regions: also measure where the activation patterns of the data change on the
+            slice (Raghu et al., ICML 2017, Theorem 2, in weight space: the loss is smooth
+            between those changes): exact along a line that moves one module's parameters of a
+            piecewise-linear network with fixed batchnorm statistics (each pre-activation is
+            affine in alpha; :func:`weight_transitions`), sampled at the grid points
+            otherwise (smooth activations by the sign of their pre-activations). Fills
+            ``regions_method``, ``pattern_distance``, ``region_changes``,
+            ``region_breakpoints`` and ``smooth_interval``; :meth:`~LossLandscapeResult.plot`
+            draws them. Stores two 64-bit hashes per sample and grid point.
         bn: "frozen" or "recompute" (see above).
         norm_mode: with ``bn="frozen"``, the statistics kept: "eval" (running, default) or
             "frozen" (of the data at theta).
@@ -245,9 +284,11 @@ def loss_landscape(
     dims = _dims(directions, dims, steps, where)
     axes = _axes(dims, steps, span, where)
     _check_options(where, loss=loss, bn=bn, norm_mode=norm_mode, batch_size=batch_size,
-                   chunk_size=chunk_size, accuracy=accuracy, include_bias_bn=include_bias_bn)
+                   chunk_size=chunk_size, accuracy=accuracy, include_bias_bn=include_bias_bn,
+                   count_regions=count_regions)
     kind = directions if isinstance(directions, str) else "given"
     _check_kind(kind, trajectory, where)
+    _check_modules(model, kind, modules, where)
     adapter = ModelAdapter(model, output=output, where=where,
                            norm_mode="train" if bn == "recompute" else (norm_mode or "eval"))
     eigen = (_hessian_eigenvectors(adapter, data, loss, top_k=dims, batch_size=batch_size,
@@ -258,19 +299,22 @@ def loss_landscape(
         params = _parameters(adapter.model, where)
         dirs, extra = _directions(kind, directions, params, dims, where, eigen=eigen,
                                   trajectory=trajectory, include_bias_bn=include_bias_bn,
-                                  generator=generator)
+                                  modules=modules, generator=generator)
         moved = _moved(dirs, where)
         points = _points(axes, params[moved[0]])
         chunk = chunk_size or _default_chunk(adapter, x, params, moved, len(points), batch_size)
-        losses, hits = _evaluate(
+        probe = pattern_probe(adapter, x, batch_size) if count_regions else None
+        losses, hits, patterns = _evaluate(
             adapter, loss_fn, params, dirs, moved, points, x, y, batch_size=batch_size,
             chunk_size=chunk, classes=accuracy and not y.is_floating_point(),
-            recompute=bn == "recompute")
+            recompute=bn == "recompute", probe=probe)
+        regions = _regions(adapter, x, dirs, axes, probe, patterns) if count_regions else None
     settings = {"directions": kind, "loss": loss_name, "bn": bn,
-                "include_bias_bn": include_bias_bn, "steps": [len(a) for a in axes],
+                "include_bias_bn": include_bias_bn, "modules": modules,
+                "count_regions": count_regions, "steps": [len(a) for a in axes],
                 "span": [[float(a[0]), float(a[-1])] for a in axes],
                 "batch_size": batch_size, "chunk_size": chunk, "n_samples": len(y)}
-    return _result(axes, losses, hits, dirs, params, extra, settings, adapter.mode)
+    return _result(axes, losses, hits, dirs, params, extra, settings, adapter.mode, regions)
 
 
 # ---------------------------------------------------------------------------------- checks
@@ -331,7 +375,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _check_options(where: str, *, loss, bn, norm_mode, batch_size, chunk_size, accuracy,
-                   include_bias_bn) -> None:
+                   include_bias_bn, count_regions) -> None:
     if not callable(loss) and loss not in LOSSES:
         raise invalid(where, f"loss in {LOSSES} or a callable loss(outputs, labels)",
                       f"loss={loss!r}", "pass loss='cross_entropy' or loss='mse'")
@@ -345,7 +389,8 @@ def _check_options(where: str, *, loss, bn, norm_mode, batch_size, chunk_size, a
     require_counts(where, batch_size=batch_size)
     if chunk_size is not None:
         require_counts(where, chunk_size=chunk_size)
-    for name, value in (("accuracy", accuracy), ("include_bias_bn", include_bias_bn)):
+    for name, value in (("accuracy", accuracy), ("include_bias_bn", include_bias_bn),
+                        ("count_regions", count_regions)):
         if not isinstance(value, bool):
             raise invalid(where, f"{name} True or False", f"{name}={value!r}",
                           f"pass {name}=True or False")
@@ -361,6 +406,25 @@ def _check_kind(kind: str, trajectory: Any, where: str) -> None:
                       f"{'given' if trajectory is not None else 'not given'}",
                       "pass directions='pca' with trajectory=[state_dict, ...], or drop "
                       "trajectory")
+
+
+def _check_modules(model: nn.Module, kind: str, modules: Any, where: str) -> None:
+    """``modules`` names modules with parameters, and only with drawn or PCA directions."""
+    if modules is None:
+        return
+    if kind in ("given", "hessian"):
+        raise invalid(where, "modules= with directions 'filter', 'layer', 'random' or 'pca'",
+                      f"modules={modules!r} with directions={kind!r}",
+                      "give directions that are zero outside those modules instead, or drop "
+                      "modules=")
+    names = [modules] if isinstance(modules, str) else modules
+    known = {n for n, m in model.named_modules() if next(m.parameters(), None) is not None}
+    wrong = ([modules] if not isinstance(names, (list, tuple)) or not names
+             else [n for n in names if n not in known])
+    if wrong:
+        raise invalid(where, "modules= names of modules with parameters",
+                      f"modules={modules!r} ({wrong[:5]} unknown or empty)",
+                      f"pick from {sorted(known)[:12]}")
 
 
 def _parameters(model: nn.Module, where: str) -> dict[str, torch.Tensor]:
@@ -384,7 +448,8 @@ def _loss_function(loss: Any, y: torch.Tensor, where: str) -> tuple[LossFn, str]
 
 
 def _directions(kind: str, directions: Any, params: dict, dims: int, where: str, *, eigen,
-                trajectory, include_bias_bn: bool, generator) -> tuple[list[dict], dict]:
+                trajectory, include_bias_bn: bool, modules, generator
+                ) -> tuple[list[dict], dict]:
     """The directions of ``kind`` and what the result reports about them (eigenvalues,
     explained variance, trajectory coordinates)."""
     if eigen is not None:
@@ -392,10 +457,19 @@ def _directions(kind: str, directions: Any, params: dict, dims: int, where: str,
                 {"eigenvalues": tuple(float(e) for e in eigen.eigenvalues)})
     if kind == "given":
         return _given_directions(directions, params, where), {}
-    names = [n for n, w in params.items() if include_bias_bn or w.dim() > 1]
+    names = [n for n, w in params.items() if (include_bias_bn or w.dim() > 1)
+             and _in_modules(n, modules)]
     if kind == "pca":
         return _pca_directions(trajectory, params, names, dims, where)
     return [_random_direction(kind, params, names, generator) for _ in range(dims)], {}
+
+
+def _in_modules(name: str, modules: Any) -> bool:
+    """Whether parameter ``name`` belongs to one of ``modules`` (None: all)."""
+    if modules is None:
+        return True
+    prefixes = [modules] if isinstance(modules, str) else modules
+    return any(p == "" or name.startswith(f"{p}.") for p in prefixes)
 
 
 def _random_direction(kind: str, params: dict, names: list[str],
@@ -566,22 +640,28 @@ def _widest_output(adapter: ModelAdapter, x: torch.Tensor) -> int:
 
 def _evaluate(adapter: ModelAdapter, loss_fn: LossFn, params: dict, dirs: list[dict],
               moved: list[str], points: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
-              batch_size: int, chunk_size: int, classes: bool, recompute: bool
-              ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+              batch_size: int, chunk_size: int, classes: bool, recompute: bool,
+              probe: Optional[PatternProbe]):
     """Mean loss (and accuracy) over the data at theta + sum_k points[:, k] d_k, one vmap
-    over the points of a chunk per data batch."""
+    over the points of a chunk per data batch; with ``probe``, also each sample's pattern
+    hash and its units out of theta's regions at every point (read in the same pass)."""
     stacked = {n: torch.stack([d[n] if n in d else torch.zeros_like(params[n]) for d in dirs]
                               ).flatten(1) for n in moved}
     norms = _norm_buffers(adapter.model) if recompute else {}
 
-    def at(theta, xb, yb):
-        out = adapter.select(functional_call(adapter.model, theta, (xb,)))
+    def at(theta, xb, yb, centre):
+        if probe is None:
+            out, read = adapter.select(functional_call(adapter.model, theta, (xb,))), ()
+        else:
+            with SiteRecorder(adapter.model, probe.sites, inputs=True) as recorder:
+                out = adapter.select(functional_call(adapter.model, theta, (xb,)))
+            read = probe.read(recorder.values, centre)
         value = scalar_loss(loss_fn, out, yb, adapter.where)
         hits = (out.argmax(-1) == yb).to(value.dtype).mean() if classes else value.new_zeros(())
-        return value, hits
+        return (value, hits, *read)
 
-    batched = Vectorizer(adapter.note)(at, in_dims=(0, None, None))
-    losses, hits, m = [], [], len(y)
+    batched = Vectorizer(adapter.note)(at, in_dims=(0, None, None, None))
+    losses, hits, hashes, away, m = [], [], [], [], len(y)
     for start in range(0, len(points), chunk_size):
         coeffs = points[start:start + chunk_size]
         c = len(coeffs)
@@ -591,12 +671,34 @@ def _evaluate(adapter: ModelAdapter, loss_fn: LossFn, params: dict, dirs: list[d
         theta.update({n: b.expand(c, *b.shape).clone() for n, b in norms.items()})
         chunk_loss = chunk_hits = 0
         for b in range(0, m, batch_size):
-            value, hit = batched(theta, x[b:b + batch_size], y[b:b + batch_size])
+            centre = [] if probe is None else [code[b:b + batch_size] for code in probe.centre]
+            value, hit, *read = batched(theta, x[b:b + batch_size], y[b:b + batch_size], centre)
             weight = len(y[b:b + batch_size]) / m
             chunk_loss, chunk_hits = chunk_loss + value * weight, chunk_hits + hit * weight
+            if read:
+                hashes.append(read[0])
+                away.append(read[1])
         losses.append(chunk_loss)
         hits.append(chunk_hits)
-    return torch.cat(losses), (torch.cat(hits) if classes else None)
+    patterns = None
+    if probe is not None:  # batches of a chunk side by side, chunks one after another
+        per_chunk = -(-m // batch_size)
+        patterns = tuple(torch.cat([torch.cat(parts[i:i + per_chunk], 1)
+                                    for i in range(0, len(parts), per_chunk)])
+                         for parts in (hashes, away))
+    return torch.cat(losses), (torch.cat(hits) if classes else None), patterns
+
+
+def _regions(adapter: ModelAdapter, x: torch.Tensor, dirs: list[dict],
+             axes: tuple[np.ndarray, ...], probe: PatternProbe, patterns) -> SliceRegions:
+    """The slice's region boundaries: exact on a line moving one module when the network
+    allows, else sampled from the grid points' patterns (the centre point dropped)."""
+    hashes, away = (p[:-1] for p in patterns)
+    sampled = sampled_regions(probe, hashes, away, axes, "sampled")
+    if len(axes) > 1:
+        return sampled
+    exact, why = exact_line(adapter, x, dirs[0], axes[0], sampled.pattern_distance)
+    return exact if exact is not None else replace(sampled, method=f"sampled ({why})")
 
 
 def _norm_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -606,7 +708,8 @@ def _norm_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
             for n, b in module.named_buffers(recurse=False) if b is not None}
 
 
-def _result(axes, losses, hits, dirs, params, extra, settings, mode) -> LossLandscapeResult:
+def _result(axes, losses, hits, dirs, params, extra, settings, mode,
+            regions: Optional[SliceRegions]) -> LossLandscapeResult:
     shape = tuple(len(a) for a in axes)
     values = losses.double().cpu().numpy()
     grid, center = values[:-1].reshape(shape), float(values[-1])
@@ -626,7 +729,12 @@ def _result(axes, losses, hits, dirs, params, extra, settings, mode) -> LossLand
         explained_variance=extra.get("explained_variance"),
         eigenvalues=extra.get("eigenvalues"),
         trajectory_coordinates=extra.get("trajectory_coordinates"),
-        settings=settings, mode=mode, directions=full)
+        settings=settings, mode=mode, directions=full,
+        **({} if regions is None else {
+            "regions_method": regions.method, "pattern_distance": regions.pattern_distance,
+            "region_changes": regions.region_changes,
+            "region_breakpoints": regions.region_breakpoints,
+            "smooth_interval": regions.smooth_interval}))
 
 
 # ----------------------------------------------------------------------------------- plots
@@ -643,12 +751,38 @@ def _plot_line(r: LossLandscapeResult, ax):
     _mark_minimum(ax, r, r.min_coordinates[0], r.min_loss)
     ax.set_xlabel("alpha (direction 1)")
     ax.set_ylabel("loss")
-    ax.legend(loc="upper left")
+    if r.regions_method is not None:
+        _draw_line_regions(ax, r)
+    ax.legend(loc="upper left", fontsize=7)
     if r.accuracies is not None:
         twin = ax.twinx()
         twin.plot(r.coordinates[0], r.accuracies, color="C1", linestyle="--")
         twin.set_ylabel("accuracy", color="C1")
     return ax
+
+
+MAX_DRAWN_BREAKPOINTS = 300
+"""Exact boundaries drawn one line each up to this many; past it only their density."""
+
+
+def _draw_line_regions(ax, r: LossLandscapeResult) -> None:
+    """Region boundaries under a line landscape: every exact breakpoint as a thin vertical
+    line (up to :data:`MAX_DRAWN_BREAKPOINTS`), the changes per grid interval as grey bars in
+    the bottom quarter, theta's smooth interval shaded."""
+    a = r.coordinates[0]
+    if r.smooth_interval is not None:
+        ax.axvspan(*r.smooth_interval, color="C2", alpha=0.12,
+                   label="no pattern of the data changes")
+    breaks = r.region_breakpoints
+    if breaks is not None and 0 < len(breaks) <= MAX_DRAWN_BREAKPOINTS:
+        for t in breaks:
+            ax.axvline(t, color="0.5", linewidth=0.4, alpha=0.6)
+    bars = ax.twinx()
+    bars.bar((a[1:] + a[:-1]) / 2, r.region_changes, width=np.diff(a), color="0.6", alpha=0.4)
+    bars.set_ylim(0, 4 * max(1, int(np.max(r.region_changes, initial=0))))
+    bars.set_yticks([])
+    ax.plot([], [], color="0.6", linewidth=6, alpha=0.4,
+            label=f"pattern changes per step ({r.regions_method.split(' (')[0]})")
 
 
 def _plot_contour(r: LossLandscapeResult, ax):
@@ -660,6 +794,8 @@ def _plot_contour(r: LossLandscapeResult, ax):
     if r.trajectory_coordinates is not None:
         path = r.trajectory_coordinates
         ax.plot(path[:, 0], path[:, 1], marker=".", color="C3", label="trajectory")
+    if r.pattern_distance is not None:
+        _draw_plane_regions(ax, r)
     _mark_minimum(ax, r, *r.min_coordinates)
     labels = (("alpha (direction 1)", "beta (direction 2)") if r.explained_variance is None
               else tuple(f"PC{k + 1} ({v:.1%})" for k, v in enumerate(r.explained_variance)))
@@ -667,6 +803,22 @@ def _plot_contour(r: LossLandscapeResult, ax):
     ax.set_ylabel(labels[1])
     ax.legend(loc="upper right", fontsize=7)
     return ax
+
+
+def _draw_plane_regions(ax, r: LossLandscapeResult) -> None:
+    """Where the data leaves theta's activation regions: the edge of theta's piece (red,
+    dashed) and contours of the fraction of changed regions (grey, dotted)."""
+    a, b = r.coordinates
+    distance = r.pattern_distance.T
+    if distance.min() == 0 < distance.max():  # half the smallest change: the piece's edge
+        ax.contour(a, b, distance, levels=[0.5 * distance[distance > 0].min()], colors="red", linestyles="--",
+                   linewidths=1.0)
+        ax.plot([], [], color="red", linestyle="--", label="edge of theta's piece")
+    levels = [v for v in (0.01, 0.05, 0.2) if distance.min() < v < distance.max()]
+    if levels:
+        lines = ax.contour(a, b, distance, levels=levels, colors="0.4", linestyles=":",
+                           linewidths=0.8)
+        ax.clabel(lines, fmt=lambda v: f"{v:.0%} changed", fontsize=6)
 
 
 def _plot_surface(r: LossLandscapeResult, ax):

@@ -64,6 +64,8 @@ class WeightTransitionsResult(MeasureResult):
         n_changes: distinct values of t (within ``merge_tol``) where the pattern of the data
             changes: the loss over these samples is smooth between them.
         breakpoints: (n_changes,) those values, sorted.
+        change_points: every sample's changes, sorted: one value of t per (sample, change)
+            (``breakpoints`` without merging; a histogram of it is the density of changes).
         per_sample: (samples,) pattern changes along the line for each sample.
         mean_per_sample: their mean.
         layers: one :class:`WeightTransitionLayer` per chosen site.
@@ -75,6 +77,7 @@ class WeightTransitionsResult(MeasureResult):
 
     n_changes: int
     breakpoints: np.ndarray = field(repr=False, compare=False)
+    change_points: np.ndarray = field(repr=False, compare=False)
     per_sample: np.ndarray = field(repr=False, compare=False)
     mean_per_sample: float = 0.0
     layers: tuple[WeightTransitionLayer, ...] = ()
@@ -159,10 +162,11 @@ def weight_transitions(
         chosen = select_pattern_layers(engine.sites, layers, where)
         found = _run(engine, x, merge_tol)
         _check(adapter, copy, line, x, found, where)
-    breaks, per_sample, transitions, units, near = found[:5]
+    breaks, per_sample, transitions, units, near, every = found
     index = [engine.sites.index(site) for site in chosen]
     return WeightTransitionsResult(
-        n_changes=len(breaks), breakpoints=t0 + (t1 - t0) * breaks, per_sample=per_sample,
+        n_changes=len(breaks), breakpoints=t0 + (t1 - t0) * breaks,
+        change_points=t0 + (t1 - t0) * every, per_sample=per_sample,
         mean_per_sample=float(per_sample.mean()) if len(per_sample) else 0.0,
         layers=tuple(WeightTransitionLayer(engine.sites[i].name, units[i], transitions[i])
                      for i in index),
@@ -214,7 +218,8 @@ def _direction(module: nn.Module, direction: Any, where: str) -> dict[str, torch
 
 def _run(engine: PiecewiseEngine, x: torch.Tensor, merge_tol: float):
     """Every sample's pieces of s in [0, 1]; the distinct breakpoints (within ``merge_tol``),
-    changes per sample, transitions and units per site, and merged crossings."""
+    changes per sample, transitions and units per site, merged crossings, and every
+    sample's changes (sorted, unmerged)."""
     pieces = Intervals.whole(len(x), x.device)
     anchors = torch.stack([x, x], 1)
     report = EngineReport()
@@ -244,7 +249,8 @@ def _run(engine: PiecewiseEngine, x: torch.Tensor, merge_tol: float):
     ordered = torch.sort(starts).values
     keep = torch.ones(len(ordered), dtype=torch.bool)
     keep[1:] = ordered[1:] - ordered[:-1] > merge_tol
-    return ordered[keep].numpy(), per_sample, transitions, units, report.near_coincident
+    return (ordered[keep].numpy(), per_sample, transitions, units, report.near_coincident,
+            ordered.numpy())
 
 
 def _check(adapter: ModelAdapter, model: nn.Module, line: WeightLine, x: torch.Tensor,
