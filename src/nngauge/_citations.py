@@ -31,6 +31,15 @@ PAPERS: dict[str, tuple[str, str]] = {
     "humayun": ("Humayun et al. (ICML 2024)",
                 'Humayun, Balestriero & Baraniuk, "Deep Networks Always Grok and Here is '
                 'Why", ICML 2024'),
+    "keskar": ("Keskar et al. (ICLR 2017)",
+               'Keskar, Mudigere, Nocedal, Smelyanskiy & Tang, "On Large-Batch Training for '
+               'Deep Learning: Generalization Gap and Sharp Minima", ICLR 2017'),
+    "li-landscape": ("Li et al. (NeurIPS 2018)",
+                     'Li, Xu, Taylor, Studer & Goldstein, "Visualizing the Loss Landscape of '
+                     'Neural Nets", NeurIPS 2018'),
+    "pyhessian": ("Yao et al. (IEEE BigData 2020)",
+                  'Yao, Gholami, Keutzer & Mahoney, "PyHessian: Neural Networks Through the '
+                  'Lens of the Hessian", IEEE BigData 2020'),
 }
 """Key -> (short citation, full citation)."""
 
