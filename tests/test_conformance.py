@@ -37,6 +37,11 @@ EXPECTED_REFUSALS = {
                   "mobilenet_block", "elementwise_zoo"},  # gates, smooth activations
     "fold_batchnorm": {"mobilenet_block",  # BatchNormAct2d would lose its activation
                        "gpt_small", "bert_small", "lstm", "lstm_tokens"},  # untraceable/tokens
+    "hessian": {"mobilenet_block"},  # torch has no second derivative of hardsigmoid
+    "landscape_regions": {"lstm", "lstm_tokens"},  # no activation modules: no patterns
+    "weight_transitions": {"vit_small", "gpt_small", "bert_small", "lstm", "lstm_tokens",
+                           "groupnorm_cnn", "mobilenet_block", "convnext_block",
+                           "elementwise_zoo"},  # not piecewise linear from their input
 }
 
 
@@ -58,10 +63,15 @@ def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
     always = ("nlc", "nlc_profile", "jacobian_norm", "gradient_metrics", "correlations",
               "kernel_conjugate", "kernel_ntk", "linear_region_diameter",
               "error_preserving_perturbation", "trajectory_length", "transitions_sampled",
-              "activation_patterns", "margin", "sharpness", "expected_sharpness", "pac_bayes")
+              "activation_patterns", "margin", "sharpness", "expected_sharpness", "pac_bayes",
+              "loss_landscape")
     assert [c.measure for c in cells if c.measure in always and c.status != "ok"] == []
     exact = next(c for c in cells if c.measure == "transitions_exact")
     assert exact.status == ("ok" if ZOO[model_name].piecewise_linear else "refused"), exact
+    for measure in ("hessian", "landscape_regions", "weight_transitions"):
+        cell = next(c for c in cells if c.measure == measure)
+        expected = "refused" if model_name in EXPECTED_REFUSALS[measure] else "ok"
+        assert cell.status == expected, (measure, cell.summary)
 
 
 def test_matrix_table_marks_every_cell():

@@ -1,7 +1,6 @@
 """Every named measure through the Tracker: the functional call's values as flat columns, fixed
 probes, weight snapshots, and clear errors where a measure yields nothing."""
 
-import importlib
 import math
 
 import pytest
@@ -33,11 +32,7 @@ def _spread_radius(points):
     return 0.05 * float((flat - flat.mean(0)).pow(2).sum(1).mean().sqrt())
 
 
-def _curvature_hessian():
-    try:
-        return getattr(importlib.import_module("nngauge.measures.curvature"), "hessian", None)
-    except ImportError:
-        return None
+DIRECTION = torch.randn(16, 16, generator=torch.Generator().manual_seed(7))
 
 
 # name -> (options given to the Tracker, the functional call with the same seed / options);
@@ -68,7 +63,13 @@ FUNCTIONAL = {
         m, (x, y), batch_size=len(x), generator=_gen())),
     "jacobian_norm": ({"n_iter": 10}, lambda m, x, y: nngauge.jacobian_norm(
         m, (x, y), batch_size=len(x), n_iter=10, generator=_gen())),
-    "hessian": ({}, lambda m, x, y: _curvature_hessian()(m, (x, y), generator=_gen())),
+    "hessian": ({}, lambda m, x, y: nngauge.hessian(m, (x, y), generator=_gen())),
+    "loss_landscape": ({}, lambda m, x, y: nngauge.loss_landscape(
+        m, (x, y), dims=1, steps=21, generator=_gen())),
+    "weight_transitions": ({"module": "layers.1.linear", "direction": {"weight": DIRECTION}},
+                           lambda m, x, y: nngauge.weight_transitions(
+                               m, x, module="layers.1.linear", direction={"weight": DIRECTION},
+                               norm_mode="eval")),
 }
 
 
@@ -89,8 +90,6 @@ def test_every_registered_measure_has_a_functional_check():
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONAL))
 def test_tracked_values_equal_the_functional_call(name):
-    if name == "hessian" and _curvature_hessian() is None:
-        pytest.skip("nngauge.measures.curvature.hessian is not in this tree yet")
     options, functional = FUNCTIONAL[name]
     net = _net()
     x, y = waveform_noise(24, seed=1)
@@ -107,8 +106,10 @@ def test_tracking_every_measure_leaves_the_training_state_alone():
     state = {k: v.clone() for k, v in net.state_dict().items()}
     grads = [p.grad.clone() for p in net.parameters()]
     light = {"sharpness": {"steps": 3}, "expected_sharpness": {"n_samples": 4},
-             "pac_bayes": {"n_samples": 4}, "jacobian_norm": {"n_iter": 3}}
-    names = [n for n in REGISTRY if n != "hessian" or _curvature_hessian() is not None]
+             "pac_bayes": {"n_samples": 4}, "jacobian_norm": {"n_iter": 3},
+             "weight_transitions": {"module": "layers.0.linear",
+                                    "direction": {"weight": torch.randn(16, 40)}}}
+    names = list(REGISTRY)
     row = Tracker(names, options=light).step(net, (x, y))
     assert {n for n in names if n in row or any(c.startswith(n + "/") for c in row)} == \
         set(names)

@@ -82,3 +82,16 @@ def test_bad_inputs_are_refused():
     tanh = nn.Sequential(nn.Linear(3, 4), nn.Tanh()).double()
     with pytest.raises(NNGaugeError, match="not piecewise linear"):
         weight_transitions(tanh, x, module="0", direction={"bias": torch.ones(4)})
+
+
+def test_more_pieces_than_the_budget_are_refused_before_they_are_made():
+    from nngauge import BudgetExceededError
+
+    net = _net()
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
+    delta = {"weight": torch.randn(12, 12, generator=gen, dtype=torch.float64)}
+    with pytest.raises(BudgetExceededError, match="max_pieces=10"):
+        weight_transitions(net, x, module="2", direction=delta, max_pieces=10)
+    with pytest.raises(NNGaugeError, match="max_pieces an integer >= 1"):
+        weight_transitions(net, x, module="2", direction=delta, max_pieces=0)

@@ -36,6 +36,9 @@ from nngauge._internal.adapter import batch_coupled, select_output
 from nngauge.errors import NNGaugeError
 from nngauge.measures import (
     activation_patterns,
+    hessian,
+    loss_landscape,
+    weight_transitions,
     capacity,
     correlations,
     dichotomies,
@@ -166,6 +169,16 @@ def _cell_regions(model, d: Inputs):
                    **d.per_point)
 
 
+def _cell_weight_transitions(model, d: Inputs):
+    """Pattern changes of the inputs along a random line of the first weight layer."""
+    name = _first_weight_layer(model)
+    weight = model.get_submodule(name).weight
+    direction = torch.randn(weight.shape, generator=_generator(), dtype=weight.dtype)
+    return weight_transitions(model, d.x, module=name, direction={"weight": direction},
+                              span=(-1e-4, 1e-4), max_pieces=4096, norm_mode=d.norm_mode,
+                              norm_data=d.x)
+
+
 def _folded_function(model, d: Inputs):
     """fold_batchnorm's copy and the largest relative change of the eval-mode function."""
     import copy
@@ -228,12 +241,22 @@ MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
         generator=_generator()),
     "sharpness_conditions": lambda m, d: sharpness_conditions(
         m, d.x, max_samples=4),
+    "hessian": lambda m, d: hessian(
+        m, (d.x, d.y), loss="mse" if d.y.is_floating_point() else "cross_entropy",
+        trace=False, batch_size=4, n_batches=1, lanczos_steps=2, generator=_generator()),
+    "loss_landscape": lambda m, d: loss_landscape(
+        m, (d.x, d.y), steps=(3, 3), span=0.1, generator=_generator()),
+    "landscape_regions": lambda m, d: loss_landscape(
+        m, (d.x, d.y), dims=1, steps=5, span=0.1, count_regions=True,
+        generator=_generator()),
+    "weight_transitions": _cell_weight_transitions,
 }
 """Every public measure as a cell function ``(model, inputs) -> result``."""
 
 _HEADLINES = ("nlc", "norm", "rho_max", "median", "n_patterns", "n_dichotomies", "margin",
               "sharpness", "expected_sharpness", "best_bound", "condition_number", "l2",
-              "clean_accuracy", "deviation", "lengths")
+              "clean_accuracy", "deviation", "lengths", "eigenvalues", "center_loss",
+              "n_changes")
 
 
 def headline(result: Any) -> str:

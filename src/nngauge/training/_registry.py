@@ -61,8 +61,15 @@ Generalization (labels in D)
     - "sharpness_conditions": :func:`nngauge.sharpness_conditions` on D;
       sharpness_conditions/mu, /condition_number, /c2, /c3, sharpness_conditions/<layer>/c2.
 
-Curvature
-    - "hessian": ``nngauge.measures.curvature.hessian`` on D (labels).
+Curvature (labels in D)
+    - "hessian": :func:`nngauge.hessian` on D; hessian/eigenvalues/0, /trace, /trace_stderr,
+      /residuals/0.
+    - "loss_landscape": :func:`nngauge.loss_landscape` on D along one line, dims=1, steps=21
+      (the filter-normalized direction is drawn from the same seed at every step and rescaled
+      to the current weights); loss_landscape/center_loss, /min_loss, /losses/<i>.
+    - "weight_transitions": :func:`nngauge.weight_transitions` of the inputs of D, with the
+      options ``module=`` and ``direction=`` (required: the same line at every step);
+      weight_transitions/n_changes, /mean_per_sample, weight_transitions/<layer>/transitions.
 
 The Tracker's own
     - "weight_norm": sqrt(sum_p ||p||^2) over the parameters; weight_norm.
@@ -226,7 +233,9 @@ REGISTRY: dict[str, TrackedMeasure] = {
     "pac_bayes": TrackedMeasure(_MEASURES, {"data": _data}, {
         "loss_fn": None, "alphas": (1e-3, 3e-3, 1e-2), "n_samples": 100}),
     "sharpness_conditions": TrackedMeasure(_MEASURES, {"data": _data}),
-    "hessian": TrackedMeasure("nngauge.measures.curvature", {"data": _data}),
+    "hessian": TrackedMeasure(_MEASURES, {"data": _data}),
+    "loss_landscape": TrackedMeasure(_MEASURES, {"data": _data}, {"dims": 1, "steps": 21}),
+    "weight_transitions": TrackedMeasure(_MEASURES, {"data": _data}, _EVAL),
     "weight_norm": TrackedMeasure(__name__),
     "grad_norm": TrackedMeasure(__name__),
 }

@@ -30,6 +30,7 @@ is never modified (parameters are passed with ``torch.func.functional_call``).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
@@ -310,7 +311,18 @@ def hessian(
         loss_fn, loss_name = _loss_function(loss, adapter, batches)
         op = CurvatureOperator(functional_model(adapter.model, adapter.select), loss_fn, params,
                                batches, kind=kind, chunk_size=chunk_size, note=adapter.note)
-        top = lanczos(op, top_k, lanczos_steps, tol, generator, vectors=True)
+        try:
+            top = lanczos(op, top_k, lanczos_steps, tol, generator, vectors=True)
+        except RuntimeError as exc:
+            missing = re.search(r"derivative for (\S+) is not implemented", str(exc))
+            if missing is None:
+                raise
+            raise invalid(where, "a model whose operations torch can differentiate twice "
+                          "(curvature products differentiate the gradient)",
+                          f"{missing.group(1)} without a derivative in torch",
+                          "replace that module by an equivalent built from differentiable "
+                          "operations (e.g. nn.Hardsigmoid by relu6(x + 3) / 6; its second "
+                          "derivative is zero almost everywhere)") from exc
         estimate = hutchpp(op, n_probes, generator) if trace else None
         per_batch = _per_batch(op, top_k, lanczos_steps, tol, generator)
         spectrum = (HessianDensity(*slq(op, density_probes, lanczos_steps, generator),

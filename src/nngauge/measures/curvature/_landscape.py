@@ -766,9 +766,11 @@ MAX_DRAWN_BREAKPOINTS = 300
 
 
 def _draw_line_regions(ax, r: LossLandscapeResult) -> None:
-    """Region boundaries under a line landscape: every exact breakpoint as a thin vertical
-    line (up to :data:`MAX_DRAWN_BREAKPOINTS`), the changes per grid interval as grey bars in
-    the bottom quarter, theta's smooth interval shaded."""
+    """Region boundaries under a line landscape, in the bottom quarter: exact, every
+    breakpoint as a thin vertical line (up to :data:`MAX_DRAWN_BREAKPOINTS`) and the changes
+    per grid interval as grey bars; sampled, the fraction of the data's regions that differ
+    from theta's as a grey area (neighbouring grid points often differ for every sample);
+    theta's smooth interval shaded."""
     a = r.coordinates[0]
     if r.smooth_interval is not None:
         ax.axvspan(*r.smooth_interval, color="C2", alpha=0.12,
@@ -777,12 +779,19 @@ def _draw_line_regions(ax, r: LossLandscapeResult) -> None:
     if breaks is not None and 0 < len(breaks) <= MAX_DRAWN_BREAKPOINTS:
         for t in breaks:
             ax.axvline(t, color="0.5", linewidth=0.4, alpha=0.6)
-    bars = ax.twinx()
-    bars.bar((a[1:] + a[:-1]) / 2, r.region_changes, width=np.diff(a), color="0.6", alpha=0.4)
-    bars.set_ylim(0, 4 * max(1, int(np.max(r.region_changes, initial=0))))
-    bars.set_yticks([])
-    ax.plot([], [], color="0.6", linewidth=6, alpha=0.4,
-            label=f"pattern changes per step ({r.regions_method.split(' (')[0]})")
+    below = ax.twinx()
+    below.set_yticks([])
+    if r.regions_method == "exact":
+        below.bar((a[1:] + a[:-1]) / 2, r.region_changes, width=np.diff(a), color="0.6",
+                  alpha=0.4)
+        below.set_ylim(0, 4 * max(1, int(np.max(r.region_changes, initial=0))))
+        label = "pattern changes per step (exact)"
+    else:
+        below.fill_between(a, r.pattern_distance, color="0.6", alpha=0.4)
+        below.set_ylim(0, 4 * max(float(np.max(r.pattern_distance)), 1e-12))
+        label = (f"regions changed from theta's (sampled; up to "
+                 f"{float(np.max(r.pattern_distance)):.0%})")
+    ax.plot([], [], color="0.6", linewidth=6, alpha=0.4, label=label)
 
 
 def _plot_contour(r: LossLandscapeResult, ax):

@@ -73,7 +73,8 @@ def pattern_probe(adapter: ModelAdapter, x: torch.Tensor, batch_size: int) -> Pa
                       "...) as modules; drop count_regions")
     codes = [[] for _ in layers]
     for start in range(0, len(x), batch_size):
-        _, values = adapter.run(x[start:start + batch_size], sites, inputs=True)
+        raw = x[start:start + batch_size]  # token models run from their own input
+        _, values = adapter.run(adapter.measured(raw), sites, raw=raw, inputs=True)
         for k, layer in enumerate(layers):
             codes[k].append(region_codes(values[layer.name], layer.breakpoints))
     centre = tuple(torch.cat(c) for c in codes)

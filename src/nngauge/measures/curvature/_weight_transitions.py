@@ -27,14 +27,18 @@ from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (
     EngineReport,
     Intervals,
+    PieceLimit,
     PiecewiseEngine,
     WeightLine,
     float64_copy,
 )
-from nngauge.errors import invalid
+from nngauge.errors import BudgetExceededError, invalid, require_counts
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
 
+MAX_PIECES = 2**18
+"""Default budget of pieces (all samples together): about a second of engine time per 10^4
+pieces on an MLP, and memory for the pieces of one chunk."""
 CHECKED_STEPS = (0.125, 0.5, 0.875)
 """The guard compares the model with the engine at these fractions of the span."""
 
@@ -97,6 +101,7 @@ def weight_transitions(
     span: Sequence[float] = (-1.0, 1.0),
     layers: Optional[Sequence[str]] = None,
     merge_tol: float = 1e-12,
+    max_pieces: Optional[int] = MAX_PIECES,
     output: Any = None,
     norm_mode: Optional[NormMode] = None,
     norm_data: Any = None,
@@ -120,6 +125,10 @@ def weight_transitions(
         span: (t_min, t_max), t_min < t_max.
         layers: sites to report (default: all).
         merge_tol: breakpoints closer than this (as a fraction of the span) are one.
+        max_pieces: refuse (:class:`~nngauge.BudgetExceededError`) as soon as the samples'
+            segments are known to break into more pieces than this (a random line through a
+            convolution's weights can change the pattern of every pixel's units many times);
+            None: no limit.
         output, norm_mode, norm_data: as for :func:`nngauge.transitions` ("train" batchnorm is
             refused: a sample's pattern would depend on the batch).
 
@@ -130,6 +139,7 @@ def weight_transitions(
         InvalidInputError: an unknown module or one with no parameters, a direction with
             other names or shapes, span not increasing, a network that is not piecewise
             linear, or a model that differs from the engine's affine maps along the line.
+        BudgetExceededError: more than ``max_pieces`` pieces.
 
     Example:
         >>> import torch
@@ -146,7 +156,16 @@ def weight_transitions(
     where = "weight_transitions()"
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     t0, t1 = _span(span, where)
-    inputs = collect(data, where=where).inputs
+    if max_pieces is not None:
+        require_counts(where, max_pieces=max_pieces)
+    inputs = collect(data, where=where, require_float=False).inputs
+    if not inputs.is_floating_point():
+        raise invalid(where, "floating-point inputs of a piecewise-linear network (the engine "
+                      "follows every unit from the network's own input)",
+                      f"inputs of dtype {inputs.dtype} (token ids?)",
+                      "a token model's embedding lookup is not piecewise linear in its input: "
+                      "measure its pattern changes with loss_landscape(..., dims=1, "
+                      "count_regions=True) instead (sampled)")
     with adapter.active(data=norm_data), torch.no_grad():
         adapter.require_independent_samples()
         copy = float64_copy(adapter.model)
@@ -160,7 +179,13 @@ def weight_transitions(
                                  fallback="a network of affine maps and piecewise-linear "
                                           "activations")
         chosen = select_pattern_layers(engine.sites, layers, where)
-        found = _run(engine, x, merge_tol)
+        try:
+            found = _run(engine, x, merge_tol, max_pieces)
+        except PieceLimit as limit:
+            raise invalid(where, f"at most max_pieces={max_pieces} pieces along the line",
+                          f"{limit} (counted before they were made)",
+                          "shorten the span, move a smaller part of the weights, use fewer "
+                          "samples, or raise max_pieces", error=BudgetExceededError) from None
         _check(adapter, copy, line, x, found, where)
     breaks, per_sample, transitions, units, near, every = found
     index = [engine.sites.index(site) for site in chosen]
@@ -171,7 +196,8 @@ def weight_transitions(
         layers=tuple(WeightTransitionLayer(engine.sites[i].name, units[i], transitions[i])
                      for i in index),
         module=module, span=(t0, t1), near_coincident=near,
-        settings={"module": module, "span": (t0, t1), "merge_tol": merge_tol},
+        settings={"module": module, "span": (t0, t1), "merge_tol": merge_tol,
+                  "max_pieces": max_pieces},
         mode=adapter.mode)
 
 
@@ -216,7 +242,8 @@ def _direction(module: nn.Module, direction: Any, where: str) -> dict[str, torch
     return {k: torch.as_tensor(v).to(own[k]) for k, v in direction.items()}
 
 
-def _run(engine: PiecewiseEngine, x: torch.Tensor, merge_tol: float):
+def _run(engine: PiecewiseEngine, x: torch.Tensor, merge_tol: float,
+         max_pieces: Optional[int]):
     """Every sample's pieces of s in [0, 1]; the distinct breakpoints (within ``merge_tol``),
     changes per sample, transitions and units per site, merged crossings, and every
     sample's changes (sorted, unmerged)."""
@@ -226,7 +253,8 @@ def _run(engine: PiecewiseEngine, x: torch.Tensor, merge_tol: float):
     transitions, units = [0] * len(engine.sites), [0] * len(engine.sites)
     starts, samples = [], []
     previous = None
-    for chunk in engine.run(pieces, anchors, merge_tol=merge_tol, report=report):
+    for chunk in engine.run(pieces, anchors, merge_tol=merge_tol, report=report,
+                            max_pieces=max_pieces):
         index = chunk.pieces.slice_index
         codes = list(chunk.codes)
         if previous is not None:  # the chunk continues the last one's sample
