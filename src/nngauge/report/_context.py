@@ -37,6 +37,10 @@ class ReportSettings:
         transition_evaluations: most evaluations of the sampled transitions.
         region_pieces: most pieces the exact linear regions of a plane may have.
         region_resolution: cells per side of the grid when regions are not exact.
+        loss_samples: labelled samples of the loss-surface section (an upper bound).
+        hessian_steps: Lanczos steps for the top Hessian eigenvalue.
+        hessian_probes: Hutch++ products for the Hessian trace.
+        landscape_steps: points of the 1-D loss slice.
         budget: seconds the sections may spend, split between them (see ``choices``).
         output, input_module, norm_mode, dropout: how the model is run (as in
             :func:`nngauge.nlc`).
@@ -57,6 +61,10 @@ class ReportSettings:
     transition_evaluations: int = 2**16
     region_pieces: int = 2**14
     region_resolution: int = 256
+    loss_samples: int = 512
+    hessian_steps: int = 30
+    hessian_probes: int = 30
+    landscape_steps: int = 41
     budget: float = 40.0
     output: Any = None
     input_module: Optional[str] = None
@@ -69,7 +77,9 @@ class ReportSettings:
     def make(cls, *, quick: bool = False, **given: Any) -> "ReportSettings":
         """Defaults, or the quick ones (fewer samples and iterations), overridden by ``given``."""
         base = dict(n_batches=1, correlation_samples=100, kernel_samples=16,
-                    jacobian_samples=50, power_iterations=30, budget=10.0) if quick else {}
+                    jacobian_samples=50, power_iterations=30, loss_samples=128,
+                    hessian_steps=12, hessian_probes=9, landscape_steps=21,
+                    budget=10.0) if quick else {}
         base.update({k: v for k, v in given.items() if v is not None})
         return cls(quick=quick, **base)
 

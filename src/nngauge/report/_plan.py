@@ -14,7 +14,8 @@ layers; a forward-mode probe counts as two forward and backward passes, a power 
 (a double-backward product and a backward pass) as three, a sampled-transitions evaluation
 (small batches, every activation's input recorded) as one, an exact linear piece (of a
 segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
-two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as four.
+two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as four, a
+Hessian-vector product as ten (per-pass overhead included), a point of the loss slice as one.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any
 
 import torch
 
-SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.25, "trajectory": 0.15,
-          "transitions": 0.15, "regions": 0.15}
+SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.2, "trajectory": 0.15,
+          "transitions": 0.15, "regions": 0.1, "loss": 0.1}
 """Fraction of the budget each section may spend (the kernel and theory sections are cheap)."""
 TIMING_SAMPLES = 16
 """Samples of the timed forward and backward pass."""
@@ -35,6 +36,12 @@ JACOBIAN_POSITIONS = 12
 """Most layers the Jacobian section measures (power iteration runs per layer)."""
 MIN_ITERATIONS = 10
 """Fewest power iterations the Jacobian section is given when the budget is short."""
+LOSS_MIN_SAMPLES = 32
+"""Fewest labelled samples the loss-surface section is given when the budget is short."""
+LOSS_BATCHES = 4
+"""Batches the loss-surface section splits its samples into (the Hessian's interval)."""
+PRODUCT_PASSES = 10
+"""A Hessian-vector product's cost in forward and backward passes (see :func:`_loss_plan`)."""
 CAPTURE_ELEMENTS = 2**26
 """Largest number of values the correlation section may hold (samples x layer outputs)."""
 
@@ -155,4 +162,39 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
                                            max(16, math.sqrt(share / cell))))
     choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "
                    f"{changes['region_resolution']} x {changes['region_resolution']} grid")
+    changes.update(_loss_plan(settings, cost, SHARES["loss"] * budget))
+    choices.append(f"loss surface (labelled data only): {changes['loss_samples']} samples in "
+                   f"{LOSS_BATCHES} batches, {changes['hessian_steps']} Lanczos steps, "
+                   f"{changes['hessian_probes']} Hutch++ products, a slice of "
+                   f"{settings.landscape_steps} points")
     return changes, choices
+
+
+def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
+    """Samples, Lanczos steps and Hutch++ products of the loss-surface section within
+    ``share`` seconds. A curvature product runs every batch (:data:`LOSS_BATCHES`) and costs
+    about :data:`PRODUCT_PASSES` passes of its samples plus as many per-pass overheads
+    (measured on ResNets: a double backward through convolutions and batchnorm); Lanczos runs
+    on all samples and again on each batch (the interval). Past the share at the fewest
+    samples, steps and products shrink together (to at least 8 and 6)."""
+    steps, probes = settings.hessian_steps, settings.hessian_probes
+    overhead = max(cost.per_sample * TIMING_SAMPLES
+                   - cost.marginal_per_sample * TIMING_SAMPLES, 0.0)
+
+    def seconds(n: int, steps: int, probes: int) -> float:
+        products = 2 * steps + probes
+        return (products * PRODUCT_PASSES * (LOSS_BATCHES * overhead
+                                             + n * cost.marginal_per_sample)
+                + settings.landscape_steps * (LOSS_BATCHES * overhead
+                                              + n * cost.marginal_per_sample))
+
+    fewest = seconds(LOSS_MIN_SAMPLES, steps, probes)
+    if fewest > share:
+        shrink = share / fewest
+        steps, probes = max(8, int(steps * shrink)), max(6, int(probes * shrink))
+        return {"loss_samples": LOSS_MIN_SAMPLES, "hessian_steps": steps,
+                "hessian_probes": probes}
+    per_sample = (seconds(2 * LOSS_MIN_SAMPLES, steps, probes) - fewest) / LOSS_MIN_SAMPLES
+    more = int((share - fewest) / max(per_sample, 1e-12))
+    return {"loss_samples": int(min(settings.loss_samples, LOSS_MIN_SAMPLES + more)),
+            "hessian_steps": steps, "hessian_probes": probes}

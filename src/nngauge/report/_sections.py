@@ -31,6 +31,7 @@ from nngauge.report._context import (
     rows_table,
 )
 from nngauge.report._figures import per_layer_lines, png_data_uri
+from nngauge.report._loss_section import loss_section
 from nngauge.report._region_section import regions_section
 from nngauge.trajectories import line
 
@@ -299,5 +300,8 @@ SECTION_BUILDERS: list[SectionBuilder] = [
                        cite("expressivity", "section 2.1, Theorem 2, figure 1"),
                        short("serra"), short("montufar"), short("hanin-rolnick"),
                        short("humayun")]), regions_section),
+    SectionBuilder("loss", "Loss surface", "; ".join([
+                       short("pyhessian"), cite("li-landscape", "section 4"),
+                       short("expressivity", "Theorem 2")]), loss_section),
 ]
 """The report's sections in page order; add a :class:`SectionBuilder` to add a section."""
