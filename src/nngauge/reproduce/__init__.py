@@ -38,7 +38,9 @@ _MODULES = (
     "_raghu_trajectory",
     "_raghu_transitions",
     "_raghu_figure1",
+    "_raghu_training",
     "_regions_vs_bounds",
+    "_regions_and_loss",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {
