@@ -110,6 +110,90 @@ def test_pickled_module_needs_trust(tmp_path):
     torch.testing.assert_close(loaded(x), net(x))
 
 
+class _Marker:
+    """Unpickling this creates the file ``path`` (standing for any code a pickle can run)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _tampered_export(tmp_path, how: str):
+    """A real .pt2 of a small network, rewritten the way a malicious file would be: a weight
+    marked use_pickle whose payload is a code-running pickle ("weights"), sample inputs that
+    are such a pickle ("sample_inputs"), or an opaque constant ("constant")."""
+    import json
+    import zipfile
+
+    clean = tmp_path / "clean.pt2"
+    torch.export.save(torch.export.export(_small(), (torch.randn(2, 4),)), clean)
+    marker = tmp_path / f"marker-{how}"
+    torch.save(_Marker(marker), tmp_path / "evil.pkl")
+    evil = (tmp_path / "evil.pkl").read_bytes()
+    out = tmp_path / f"{how}.pt2"
+    with zipfile.ZipFile(clean) as src, zipfile.ZipFile(out, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if how == "weights" and name.endswith("model_weights_config.json"):
+                config = json.loads(data)
+                first = next(iter(config["config"]))
+                config["config"][first]["use_pickle"] = True
+                weight_file = config["config"][first]["path_name"]
+                data = json.dumps(config).encode()
+            if how == "sample_inputs" and "/sample_inputs/" in name:
+                data = evil
+            if how == "constant" and name.endswith("model_constants_config.json"):
+                config = json.loads(data)
+                config.setdefault("config", {})["evil"] = {
+                    "path_name": "opaque_obj_0", "use_pickle": True, "tensor_meta": None}
+                data = json.dumps(config).encode()
+            dst.writestr(name, data)
+        if how == "weights":
+            prefix = next(n for n in src.namelist() if n.endswith("model_weights_config.json"))
+            dst.writestr(prefix.rsplit("/", 1)[0] + "/" + weight_file + "_evil", evil)
+    if how == "weights":  # the marked weight's own file holds the pickle
+        with zipfile.ZipFile(out) as src:
+            items = {n: src.read(n) for n in src.namelist()}
+        stem = next(n for n in items if n.endswith("_evil"))
+        items[stem[:-len("_evil")]] = items.pop(stem)
+        with zipfile.ZipFile(out, "w") as dst:
+            for name, data in items.items():
+                dst.writestr(name, data)
+    return out, marker
+
+
+@pytest.mark.parametrize("how", ["weights", "sample_inputs", "constant"])
+def test_export_archives_that_unpickle_are_refused_and_run_no_code(tmp_path, how):
+    path, marker = _tampered_export(tmp_path, how)
+    with pytest.raises(InvalidInputError, match="--trust-pickle"):
+        load_model(str(path))
+    assert not marker.exists()
+
+
+def test_trusting_a_tampered_export_does_unpickle_it(tmp_path):
+    """The marker file is a real detector: with trust_pickle=True the code runs."""
+    path, marker = _tampered_export(tmp_path, "sample_inputs")
+    try:
+        load_model(str(path), trust_pickle=True)
+    except InvalidInputError:
+        pass  # the payload is no sample input; what matters is that it was unpickled
+    assert marker.exists()
+
+
+def test_cli_report_refuses_a_tampered_export_without_trust(tmp_path):
+    import subprocess
+    import sys
+
+    path, marker = _tampered_export(tmp_path, "weights")
+    done = subprocess.run([sys.executable, "-m", "nngauge", "report", str(path), "--data",
+                           "gaussian:shape=4,n=16", "--quick", "--out",
+                           str(tmp_path / "r.html")], capture_output=True, text=True)
+    assert done.returncode != 0 and "--trust-pickle" in done.stdout + done.stderr
+    assert not marker.exists() and not (tmp_path / "r.html").exists()
+
+
 def test_state_dict_is_not_a_model(tmp_path):
     torch.save(_small().state_dict(), tmp_path / "weights.pt")
     with pytest.raises(InvalidInputError, match="file.py:function"):

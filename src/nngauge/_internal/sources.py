@@ -20,7 +20,9 @@ random token ids with next-token labels, for language models), or a ``.npz`` / `
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import math
 import sys
 import zipfile
@@ -323,12 +325,7 @@ def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:
         raise invalid(where, "an existing model file", f"{str(path)!r} (not found)",
                       "check the path")
     if path.suffix == ".pt2":
-        try:
-            return torch.export.load(path).module()
-        except Exception as exc:
-            raise invalid(where, "a torch.export program (.pt2)", f"{path}: {exc}",
-                          "save it with torch.export.save(torch.export.export(model, args), "
-                          "path)") from None
+        return _from_export(path, trust_pickle, where)
     if _is_torchscript(path):
         try:
             return torch.jit.load(path, map_location="cpu")
@@ -355,6 +352,80 @@ def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:
                   else f"{path} holding a {type(loaded).__name__}",
                   "write file.py with a function that builds the model and loads these "
                   "weights, and pass file.py:function")
+
+
+class _Unpickling(Exception):
+    """Raised in place of a ``torch.load(..., weights_only=False)`` that was not trusted."""
+
+
+def _from_export(path: Path, trust_pickle: bool, where: str) -> nn.Module:
+    """A ``torch.export`` program. ``torch.export.load`` unpickles whatever the archive says
+    to (weights or constants marked ``use_pickle``, opaque objects, sample inputs that are not
+    plain tensors: code runs from the file); without ``trust_pickle`` those are found in the
+    archive's configs first, and any unpickling torch still attempts is stopped."""
+    refuse = ("pass --trust-pickle (trust_pickle=True) only if you trust this file "
+              "(unpickling runs code from it), or re-save it with torch.export.save from a "
+              "model whose weights are plain tensors")
+    expected = ("a torch.export program whose weights, constants and sample inputs load "
+                "without unpickling")
+    if not trust_pickle:
+        pickled = _pickled_export_payloads(path, where)
+        if pickled:
+            raise invalid(where, expected, f"{path} with pickled payloads {pickled[:4]}",
+                          refuse)
+    try:
+        with (contextlib.nullcontext() if trust_pickle else _no_unpickling()):
+            return torch.export.load(path).module()
+    except _Unpickling:
+        raise invalid(where, expected, f"{path}, whose sample inputs or constants need "
+                      "unpickling", refuse) from None
+    except Exception as exc:
+        raise invalid(where, "a torch.export program (.pt2)", f"{path}: {exc}",
+                      "save it with torch.export.save(torch.export.export(model, args), "
+                      "path)") from None
+
+
+def _pickled_export_payloads(path: Path, where: str) -> list[str]:
+    """Entries of a .pt2 archive's weight and constant configs that torch would unpickle:
+    marked ``use_pickle``, or constants that are not plain tensors (custom and opaque
+    objects)."""
+    from torch.export.pt2_archive.constants import TENSOR_CONSTANT_FILENAME_PREFIX
+
+    found = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                if not name.endswith("_config.json") or "/data/" not in name:
+                    continue
+                config = json.loads(archive.read(name)).get("config", {})
+                constants = "/data/constants/" in name
+                for key, meta in config.items():
+                    if meta.get("use_pickle") or (constants and not str(
+                            meta.get("path_name", "")).startswith(
+                                TENSOR_CONSTANT_FILENAME_PREFIX)):
+                        found.append(key)
+    except (zipfile.BadZipFile, ValueError, AttributeError) as exc:
+        raise invalid(where, "a torch.export program (.pt2, a zip archive)",
+                      f"{path}: {exc}", "save it with torch.export.save") from None
+    return found
+
+
+@contextlib.contextmanager
+def _no_unpickling():
+    """``torch.load`` refuses ``weights_only=False`` inside (torch.export.load falls back to
+    it for sample inputs that are not plain tensors)."""
+    original = torch.load
+
+    def guarded(*args, **kwargs):
+        if kwargs.get("weights_only") is False:
+            raise _Unpickling
+        return original(*args, **kwargs)
+
+    torch.load = guarded
+    try:
+        yield
+    finally:
+        torch.load = original
 
 
 def _is_torchscript(path: Path) -> bool:
