@@ -37,7 +37,7 @@ from scipy import special
 
 from nngauge.activations._base import Activation
 from nngauge.activations._modify import finite_param
-from nngauge.activations._registry import get, register
+from nngauge.activations._registry import builtin, get
 from nngauge.errors import invalid
 
 SELU_MATCHED_B = -1.5907658564411595
@@ -164,7 +164,7 @@ def norm_relu_constants(b: float) -> tuple[float, float]:
     return float(mu), float(1.0 / np.sqrt(variance))
 
 
-@register("norm_relu")
+@builtin("norm_relu")
 def norm_relu(b: float = SELU_MATCHED_B) -> Activation:
     """NormReLU_b(s) = lambda_b (max(s, b) - mu_b), normalized under N(0, 1).
 

@@ -50,7 +50,7 @@ from nngauge.activations._norm_relu import (  # also registers norm_relu
     step_cross,
     step_mean,
 )
-from nngauge.activations._registry import register
+from nngauge.activations._registry import builtin
 from nngauge.errors import invalid
 
 _SQRT_2PI = np.sqrt(2.0 * np.pi)
@@ -95,7 +95,7 @@ def arc_cosine_kernel(order: int, rho, q1, q2) -> np.ndarray:
 # ---------------------------------------------------------------- piecewise linear activations
 
 
-@register("identity")
+@builtin("identity")
 def identity() -> Activation:
     """tau(s) = s."""
     return Activation(
@@ -111,7 +111,7 @@ def identity() -> Activation:
     )
 
 
-@register("constant")
+@builtin("constant")
 def constant(value: float = 1.0) -> Activation:
     """tau(s) = value (the derivative of an affine map)."""
     c = finite_param(value, "value", "get('constant')")
@@ -129,7 +129,7 @@ def constant(value: float = 1.0) -> Activation:
     )
 
 
-@register("relu")
+@builtin("relu")
 def relu() -> Activation:
     """tau(s) = max(s, 0)."""
     return Activation(
@@ -183,13 +183,13 @@ def _two_level(name: str, lo: float, hi: float, params: dict, description: str,
     )
 
 
-@register("step")
+@builtin("step")
 def step() -> Activation:
     """tau(s) = 1 if s > 0 else 0 (the derivative of relu)."""
     return _two_level("step", 0.0, 1.0, {}, "Heaviside step: 1[s > 0]")
 
 
-@register("sign")
+@builtin("sign")
 def sign() -> Activation:
     """tau(s) = sign(s) (0 at 0); E[sign(u) sign(v)] = (2 / pi) arcsin(rho)."""
     return _two_level("sign", -1.0, 1.0, {}, "sign(s)", at_zero=0.0)
@@ -201,7 +201,7 @@ def _leaky_step(negative_slope: float) -> Activation:
                       "derivative of leaky_relu: a + (1 - a) 1[s > 0]")
 
 
-@register("leaky_relu")
+@builtin("leaky_relu")
 def leaky_relu(negative_slope: float = 0.01) -> Activation:
     """tau(s) = s for s > 0, negative_slope * s otherwise."""
     a = finite_param(negative_slope, "negative_slope", "get('leaky_relu')")
@@ -222,7 +222,7 @@ def leaky_relu(negative_slope: float = 0.01) -> Activation:
     )
 
 
-@register("abs")
+@builtin("abs")
 def abs_() -> Activation:
     """tau(s) = |s| = relu(s) + relu(-s)."""
     return Activation(
@@ -267,7 +267,7 @@ def _box(lo: float, hi: float) -> Activation:
     )
 
 
-@register("hard_tanh")
+@builtin("hard_tanh")
 def hard_tanh(min_val: float = -1.0, max_val: float = 1.0) -> Activation:
     """tau(s) = clip(s, min_val, max_val) = lo + relu(s - lo) - relu(s - hi)."""
     where = "get('hard_tanh')"
@@ -303,7 +303,7 @@ def hard_tanh(min_val: float = -1.0, max_val: float = 1.0) -> Activation:
 # ---------------------------------------------------------------- polynomials
 
 
-@register("square")
+@builtin("square")
 def square() -> Activation:
     """tau(s) = s^2 (NLC table 1); E[u^2 v^2] = q1 q2 + 2 c^2."""
     return Activation(
@@ -318,7 +318,7 @@ def square() -> Activation:
     )
 
 
-@register("odd_square")
+@builtin("odd_square")
 def odd_square() -> Activation:
     """tau(s) = s |s| (NLC table 1) = relu(s)^2 - relu(-s)^2."""
     return Activation(
@@ -376,13 +376,13 @@ def _bump_derivative(amp: float, w: float, of: str) -> Activation:
     )
 
 
-@register("gaussian")
+@builtin("gaussian")
 def gaussian() -> Activation:
     """tau(s) = exp(-s^2 / 2) / sqrt(2 pi) (NLC table 1)."""
     return _bump("gaussian", 1.0 / _SQRT_2PI, 1.0, "Gaussian: exp(-s^2 / 2) / sqrt(2 pi)")
 
 
-@register("erf")
+@builtin("erf")
 def erf() -> Activation:
     """tau(s) = erf(s); E[erf(u) erf(v)] = (2 / pi) arcsin(2 c / sqrt((1 + 2 q1)(1 + 2 q2)))."""
     return Activation(
@@ -407,7 +407,7 @@ def _tanh_derivative(x):
     return 1.0 - np.tanh(x) ** 2
 
 
-@register("tanh")
+@builtin("tanh")
 def tanh() -> Activation:
     """tau(s) = tanh(s) (odd: zero mean)."""
     return Activation(
@@ -420,7 +420,7 @@ def tanh() -> Activation:
     )
 
 
-@register("even_tanh")
+@builtin("even_tanh")
 def even_tanh() -> Activation:
     """tau(s) = tanh(|s|) (NLC table 1)."""
     return Activation(
@@ -433,7 +433,7 @@ def even_tanh() -> Activation:
     )
 
 
-@register("sigmoid")
+@builtin("sigmoid")
 def sigmoid() -> Activation:
     """tau(s) = 1 / (1 + exp(-s)); sigmoid - 1/2 is odd, so the mean is 1/2."""
     return Activation(
@@ -489,14 +489,14 @@ def _elu_parts(alpha: float, scale: float, name: str, params: dict, description:
     )
 
 
-@register("elu")
+@builtin("elu")
 def elu(alpha: float = 1.0) -> Activation:
     """tau(s) = s for s > 0, alpha (exp(s) - 1) otherwise."""
     a = finite_param(alpha, "alpha", "get('elu')")
     return _elu_parts(a, 1.0, "elu", {"alpha": a}, "ELU: s or alpha (exp(s) - 1)")
 
 
-@register("selu")
+@builtin("selu")
 def selu() -> Activation:
     """tau(s) = lambda elu_alpha(s) with Klambauer et al.'s alpha = 1.6733, lambda = 1.0507."""
     return _elu_parts(_SELU_ALPHA, _SELU_SCALE, "selu", {},
@@ -518,7 +518,7 @@ def _gelu_covariance(rho, q1, q2):
             + (q1 * q2 - c * c + c * c / a + c * c / b) / (2.0 * np.pi * np.sqrt(a * b - c * c)))
 
 
-@register("gelu")
+@builtin("gelu")
 def gelu() -> Activation:
     """tau(s) = s Phi(s) (exact GELU); mean q / sqrt(2 pi (1 + q))."""
 
@@ -547,7 +547,7 @@ def gelu() -> Activation:
     )
 
 
-@register("silu")
+@builtin("silu")
 def silu() -> Activation:
     """tau(s) = s sigmoid(s) (swish)."""
     return Activation(
@@ -559,7 +559,7 @@ def silu() -> Activation:
     )
 
 
-@register("softplus")
+@builtin("softplus")
 def softplus(beta: float = 1.0) -> Activation:
     """tau(s) = log(1 + exp(beta s)) / beta."""
     where = "get('softplus')"
