@@ -235,6 +235,7 @@ class ModelAdapter:
         """Put the model in its measurement state for the block: modes set, parameters not
         requiring grad, statistics frozen when asked (from ``data``), attention through the
         math kernel, dropout drawing from ``generator``; everything restored on exit."""
+        self._require_real_finite_weights()
         with ExitStack() as stack:
             stack.enter_context(preserved_state(self.user_model))
             if self.model is not self.user_model:
@@ -249,6 +250,24 @@ class ModelAdapter:
             if self.norm_mode == "frozen":
                 stack.enter_context(self._frozen_statistics(data))
             yield self
+
+    def _require_real_finite_weights(self) -> None:
+        """Refuse meta-device weights (no values) and NaN or infinite parameters or buffers:
+        every number measured from them would be meaningless."""
+        tensors = list(self.user_model.named_parameters()) + list(
+            self.user_model.named_buffers())
+        meta = [name for name, t in tensors if t.is_meta]
+        if meta:
+            raise invalid(self.where, "a model whose parameters hold values",
+                          f"meta-device tensors {meta[:5]}",
+                          "materialize the model (model.to_empty(device='cpu'), then load or "
+                          "initialize its weights)")
+        bad = [name for name, t in tensors
+               if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+        if bad:
+            raise invalid(self.where, "a model whose parameters and buffers are finite",
+                          f"NaN or inf in {bad[:5]}", "reload or reinitialize the weights "
+                          "(a diverged training run: lower the learning rate)")
 
     def _set_modes(self) -> None:
         found = {m: m.training for m in self.model.modules()}

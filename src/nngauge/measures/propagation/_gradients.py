@@ -23,7 +23,7 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import per_sample_loss
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
-from nngauge.errors import invalid
+from nngauge.errors import invalid, require_counts
 from nngauge.measures._result import MeasureResult
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -81,6 +81,7 @@ def gradient_metrics(
         :class:`GradientMetrics`.
     """
     where = "gradient_metrics()"
+    require_counts(where, n_iter=n_iter)
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     sq_total, loss_total, lipschitz, n, d_in = 0.0, 0.0, 0.0, 0, 0

@@ -33,7 +33,7 @@ from nngauge._internal.jacobian import (
     probe_squared_columns,
 )
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
-from nngauge.errors import invalid
+from nngauge.errors import invalid, require_counts
 from nngauge.measures._result import MeasureResult
 
 Ord = Literal["op", "fro"]
@@ -139,6 +139,7 @@ def jacobian_norm(
         1.0
     """
     where = "jacobian_norm()"
+    require_counts(where, n_iter=n_iter)
     if ord not in ("op", "fro"):
         raise invalid(where, "ord 'op' or 'fro'", repr(ord), "use ord='op' or ord='fro'")
     if method not in ("probe", "exact"):

@@ -181,6 +181,10 @@ def _diameter(adapter: ModelAdapter, data: Any) -> float:
 def _walks(adapter, data, batch_size, n_batches, n_directions, k_max, generator, *, with_jvp):
     """For each batch and input direction: ([f(X'(k)) for k in (0, *grid)], J(X) D scaled by
     the diameter (or None), labels, the diameter)."""
+    if isinstance(k_max, bool) or not isinstance(k_max, (int, float)) or not (
+            K_MIN < k_max < math.inf):
+        raise invalid(adapter.where, f"k_max a finite number above the grid's first step "
+                      f"{K_MIN:g}", f"k_max={k_max!r}", "pass e.g. k_max=10.0 (the paper's)")
     ks = k_grid(k_max)
     with adapter.active(generator=generator, data=data):
         diameter = _diameter(adapter, data)
