@@ -25,15 +25,15 @@ def test_module_imports_without_lightning_and_names_the_extra_on_use():
     assert out.stdout.strip() == "ok", out.stderr
 
 
-@pytest.mark.slow
-def test_two_epoch_trainer_records_the_measures(tmp_path):
+def _train(tmp_path, callbacks, depth=2):
+    """Two epochs of SGD (4 steps each) on waveform-noise of a small MLP in a
+    lightning.Trainer with ``callbacks``; the trained module and the data."""
     import lightning
-    from nngauge.integrations.lightning import GaugeCallback
 
     class Module(lightning.LightningModule):
         def __init__(self):
             super().__init__()
-            self.net = mlp(40, 16, 2, 3, generator=torch.Generator().manual_seed(0))
+            self.net = mlp(40, 16, depth, 3, generator=torch.Generator().manual_seed(0))
 
         def forward(self, x):
             return self.net(x)
@@ -47,6 +47,20 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
 
     data = waveform_noise(80, seed=0)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data), batch_size=20)
+    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, callbacks=callbacks,
+                                default_root_dir=tmp_path)
+    module = Module()
+    trainer.fit(module, loader)
+    return module, data
+
+
+@pytest.mark.slow
+def test_two_epoch_trainer_records_the_measures(tmp_path):
+    import lightning
+    from nngauge.integrations.lightning import GaugeCallback
+
     callback = GaugeCallback(every=2, seed=3)
     snapshots = {}
 
@@ -55,12 +69,7 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
             snapshots[trainer.global_step - 1] = (
                 {k: v.clone() for k, v in pl_module.state_dict().items()}, batch)
 
-    trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False,
-                                enable_checkpointing=False, enable_progress_bar=False,
-                                enable_model_summary=False, callbacks=[callback, Snapshot()],
-                                default_root_dir=tmp_path)
-    module = Module()
-    trainer.fit(module, loader)
+    module, _ = _train(tmp_path, [callback, Snapshot()])
     history = callback.tracker.history
     assert history["step"].tolist() == [0, 2, 4, 6]  # 4 steps per epoch, 2 epochs
     assert {"nlc", "weight_norm", "grad_norm"} <= set(history.columns)
@@ -70,3 +79,22 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
         expected = nngauge.nlc(module, batch, batch_size=20,
                                generator=torch.Generator().manual_seed(3))  # the same probe every step
         assert row["nlc"] == pytest.approx(expected.nlc, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_lightning_callback_measures_at_epoch_ends(tmp_path):
+    from nngauge.integrations.lightning import GaugeCallback
+
+    data = waveform_noise(80, seed=0)
+    callback = GaugeCallback(measures=["weight_norm", "transitions"], schedule="epoch",
+                             probe_data=data.inputs[:2], keep_weights=True)
+    module, data = _train(tmp_path, [callback], depth=3)
+    history = callback.tracker.history
+    assert history[["step", "epoch"]].values.tolist() == [[3, 0], [7, 1]]  # 4 steps an epoch
+    for (_, row), (step, weights) in zip(history.iterrows(), callback.tracker.weight_snapshots):
+        assert step == row["step"]
+        module.load_state_dict(weights)
+        assert row["weight_norm"] == pytest.approx(float(torch.cat(
+            [w.flatten() for w in weights.values()]).double().norm()), rel=1e-12)
+        expected = nngauge.transitions(module, data.inputs[0], data.inputs[1], norm_mode="eval")
+        assert row["transitions/n_patterns"] == expected.n_patterns
