@@ -10,6 +10,7 @@ the loss is smooth).
 from __future__ import annotations
 
 from nngauge._citations import short
+from nngauge._internal.data import collect
 from nngauge.errors import InvalidInputError
 from nngauge.measures.curvature import hessian, loss_landscape
 from nngauge.report._context import (
@@ -70,8 +71,6 @@ def loss_section(ctx: Context) -> SectionOutput:
 
 def _labelled(ctx: Context):
     """The first ``loss_samples`` samples with their labels; NotApplicable without labels."""
-    from nngauge._internal.data import collect
-
     batch = collect(ctx.data, where="nngauge report", max_samples=ctx.settings.loss_samples,
                     require_float=False)
     if batch.labels is None:

@@ -178,23 +178,15 @@ def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
     on all samples and again on each batch (the interval). Past the share at the fewest
     samples, steps and products shrink together (to at least 8 and 6)."""
     steps, probes = settings.hessian_steps, settings.hessian_probes
-    overhead = max(cost.per_sample * TIMING_SAMPLES
-                   - cost.marginal_per_sample * TIMING_SAMPLES, 0.0)
-
-    def seconds(n: int, steps: int, probes: int) -> float:
-        products = 2 * steps + probes
-        return (products * PRODUCT_PASSES * (LOSS_BATCHES * overhead
-                                             + n * cost.marginal_per_sample)
-                + settings.landscape_steps * (LOSS_BATCHES * overhead
-                                              + n * cost.marginal_per_sample))
-
-    fewest = seconds(LOSS_MIN_SAMPLES, steps, probes)
+    overhead = max(cost.per_sample - cost.marginal_per_sample, 0.0) * TIMING_SAMPLES
+    passes = (2 * steps + probes) * PRODUCT_PASSES + settings.landscape_steps
+    fixed, per_sample = passes * LOSS_BATCHES * overhead, passes * cost.marginal_per_sample
+    fewest = fixed + LOSS_MIN_SAMPLES * per_sample
     if fewest > share:
         shrink = share / fewest
         steps, probes = max(8, int(steps * shrink)), max(6, int(probes * shrink))
         return {"loss_samples": LOSS_MIN_SAMPLES, "hessian_steps": steps,
                 "hessian_probes": probes}
-    per_sample = (seconds(2 * LOSS_MIN_SAMPLES, steps, probes) - fewest) / LOSS_MIN_SAMPLES
     more = int((share - fewest) / max(per_sample, 1e-12))
     return {"loss_samples": int(min(settings.loss_samples, LOSS_MIN_SAMPLES + more)),
             "hessian_steps": steps, "hessian_probes": probes}

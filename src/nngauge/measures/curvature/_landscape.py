@@ -694,7 +694,7 @@ def _regions(adapter: ModelAdapter, x: torch.Tensor, dirs: list[dict],
     """The slice's region boundaries: exact on a line moving one module when the network
     allows, else sampled from the grid points' patterns (the centre point dropped)."""
     hashes, away = (p[:-1] for p in patterns)
-    sampled = sampled_regions(probe, hashes, away, axes, "sampled")
+    sampled = sampled_regions(probe, hashes, away, axes)
     if len(axes) > 1:
         return sampled
     exact, why = exact_line(adapter, x, dirs[0], axes[0], sampled.pattern_distance)

@@ -96,7 +96,7 @@ class SliceRegions:
 
 
 def sampled_regions(probe: PatternProbe, hashes: torch.Tensor, moved: torch.Tensor,
-                    axes: tuple[np.ndarray, ...], method: str) -> SliceRegions:
+                    axes: tuple[np.ndarray, ...]) -> SliceRegions:
     """From every grid point's sample hashes (points, m, 2) and units moved (points, m):
     the pattern distance at each point; on a line, the samples whose pattern differs between
     neighbouring points and the grid interval around 0 where no sample's pattern changes."""
@@ -104,9 +104,9 @@ def sampled_regions(probe: PatternProbe, hashes: torch.Tensor, moved: torch.Tens
     m = hashes.shape[1]
     distance = (moved.double().sum(1) / (m * probe.units)).cpu().numpy().reshape(shape)
     if len(axes) > 1:
-        return SliceRegions(method, distance, None, None, None)
+        return SliceRegions("sampled", distance, None, None, None)
     changed = (hashes[1:] != hashes[:-1]).any(-1).sum(1).cpu().numpy()
-    return SliceRegions(method, distance, changed, None,
+    return SliceRegions("sampled", distance, changed, None,
                         _grid_interval(axes[0], distance == 0))
 
 
