@@ -367,6 +367,15 @@ class ModelAdapter:
                                    copy=True)
         return raw.detach().to(device=device or raw.device)
 
+    def weights(self, purpose: str) -> dict[str, torch.Tensor]:
+        """The model's parameters by name, detached (what weight-space measures move); a
+        model without any is refused, ``purpose`` saying why they are needed."""
+        params = {n: p.detach() for n, p in self.model.named_parameters()}
+        if not params:
+            raise invalid(self.where, "a model with parameters", "a model without parameters",
+                          f"{purpose}; pass a network that has some")
+        return params
+
     def measured(self, raw: torch.Tensor, *, requires_grad: bool = False) -> torch.Tensor:
         """The measured input for raw inputs: the raw inputs themselves (a copy in the model's
         dtype), or the output of ``input_module`` on them (detached)."""

@@ -62,6 +62,7 @@ PlotKind = Literal["contour", "surface", "line"]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Direction = Mapping[str, Any]
 
+MOVED = "a loss landscape moves the weights"
 KINDS = ("filter", "layer", "random", "hessian", "pca")
 LOSSES = ("auto", "cross_entropy", "mse")
 DEFAULT_STEPS = 21
@@ -296,7 +297,7 @@ def loss_landscape(
     with adapter.active(data=data), torch.no_grad():
         x, y = labelled_tensors(adapter, data)
         loss_fn, loss_name = _loss_function(loss, y, where)
-        params = _parameters(adapter.model, where)
+        params = adapter.weights(MOVED)
         dirs, extra = _directions(kind, directions, params, dims, where, eigen=eigen,
                                   trajectory=trajectory, include_bias_bn=include_bias_bn,
                                   modules=modules, generator=generator)
@@ -427,14 +428,6 @@ def _check_modules(model: nn.Module, kind: str, modules: Any, where: str) -> Non
                       f"pick from {sorted(known)[:12]}")
 
 
-def _parameters(model: nn.Module, where: str) -> dict[str, torch.Tensor]:
-    params = {n: p.detach() for n, p in model.named_parameters()}
-    if not params:
-        raise invalid(where, "a model with parameters", "a model without parameters",
-                      "a loss landscape moves the weights; pass a network that has some")
-    return params
-
-
 def _loss_function(loss: Any, y: torch.Tensor, where: str) -> tuple[LossFn, str]:
     """The scalar loss and its name; "auto" resolved from the labels' dtype."""
     if callable(loss):
@@ -533,7 +526,7 @@ def _hessian_eigenvectors(adapter: ModelAdapter, data: Any, loss: Any, **options
     are checked here first, so that errors name loss_landscape()."""
     with adapter.active(data=data), torch.no_grad():
         _, y = labelled_tensors(adapter, data)
-        _parameters(adapter.model, adapter.where)
+        adapter.weights(MOVED)
     name = loss if callable(loss) else _loss_function(loss, y, adapter.where)[1]
     return hessian(adapter.user_model, data, loss=name, norm_mode=adapter.norm_mode,
                    output=adapter.output, trace=False, return_eigenvectors=True, **options)

@@ -44,6 +44,8 @@ from nngauge.measures.generalization._local_noise import LocalNoise
 from nngauge.measures._result import MeasureResult
 
 Noise = Literal["relative", "isotropic"]
+PERTURBED = "sharpness perturbs the parameters"
+"""Why the sharpness measures need parameters (said when a model has none)."""
 Method = Literal["auto", "weights", "local"]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 BoundForm = Literal["eq5", "eq6"]
@@ -238,7 +240,7 @@ def sharpness(
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
         x, y = labelled_tensors(adapter, data)
-        params = _parameters(adapter.model, where)
+        params = adapter.weights(PERTURBED)
         box = {n: alpha * (w.abs() + 1) for n, w in params.items()}
         nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
         optimizer = torch.optim.SGD(list(nu.values()), lr=lr, momentum=momentum, maximize=True)
@@ -363,7 +365,7 @@ def expected_sharpness(
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
         x, y = labelled_tensors(adapter, data)
-        params = _parameters(adapter.model, where)
+        params = adapter.weights(PERTURBED)
         stds = noise_std(params, alpha, noise=noise, sigma=sigma)
         local = LocalNoise(adapter.model, stds, adapter.select)
         blocker = None if method == "weights" else local.blocker(params, x)
@@ -455,7 +457,7 @@ def pac_bayes(
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data), torch.no_grad():
         x, y = labelled_tensors(adapter, data)
-        train_loss = _full_loss(adapter, loss_fn, _parameters(adapter.model, where), x, y,
+        train_loss = _full_loss(adapter, loss_fn, adapter.weights(PERTURBED), x, y,
                                 eval_batch_size)
     m = len(y)
     points = []
@@ -555,14 +557,6 @@ def _full_loss(adapter: ModelAdapter, loss_fn, params, x, y, batch_size) -> floa
         xb, yb = x[start:start + batch_size], y[start:start + batch_size]
         total += float(_loss(adapter, loss_fn, params, xb, yb)) * len(yb)
     return total / len(y)
-
-
-def _parameters(model: nn.Module, where: str) -> dict:
-    params = {n: p.detach() for n, p in model.named_parameters()}
-    if not params:
-        raise invalid(where, "a model with parameters", "a model without parameters",
-                      "sharpness perturbs parameters; pass a trainable network")
-    return params
 
 
 def _check_positive(where: str, **values: float) -> None:
