@@ -212,14 +212,18 @@ def test_eigenvectors_are_unit_eigenvectors_by_parameter():
     assert "eigenvectors" not in r.to_dict()
 
 
-def test_hutchpp_with_a_small_budget_is_within_its_error_and_deterministic():
+@pytest.mark.parametrize("method", ["auto", "hutch++", "hutchinson"])
+def test_a_small_trace_budget_is_within_its_error_and_deterministic(method):
     model, (x, y) = _mlp(), _data()
     exact = float(_exact_hessian(model, x, y).trace())
-    a = hessian(model, (x, y), n_probes=60, batch_size=len(y), generator=_gen(3))
-    b = hessian(model, (x, y), n_probes=60, batch_size=len(y), generator=_gen(3))
+    options = {"n_probes": 60, "batch_size": len(y), "trace_method": method, "per_layer": True}
+    a = hessian(model, (x, y), generator=_gen(3), **options)
+    b = hessian(model, (x, y), generator=_gen(3), **options)
     assert a.to_dict() == b.to_dict()
     assert a.trace_stderr > 0 and abs(a.trace - exact) < 5 * a.trace_stderr
-    assert a.n_probes == 60
+    assert a.n_probes == 60 and a.settings["trace_method"] == method
+    assert a.trace_method in ({"hutch++", "hutchinson"} if method == "auto" else {method})
+    assert {row.trace_method for row in a.layers} <= {"hutch++", "hutchinson"}
 
 
 def test_labels_keyword_dataset_and_chunking_give_the_same_result():
@@ -354,6 +358,7 @@ def _frozen():
     (_mlp, lambda m, x, y: hessian(m, (x, y), n_probes=2), "n_probes an integer >= 3"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), top_k=5, lanczos_steps=4), "lanczos_steps"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), tol=0), "tol in"),
+    (_mlp, lambda m, x, y: hessian(m, (x, y), trace_method="hutch"), "trace_method in"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), loss=lambda o, t: o), "scalar"),
 ])
 def test_bad_inputs_raise_clear_errors(build, call, match):

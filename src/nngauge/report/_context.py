@@ -39,7 +39,7 @@ class ReportSettings:
         region_resolution: cells per side of the grid when regions are not exact.
         loss_samples: labelled samples of the loss-surface section (an upper bound).
         hessian_steps: Lanczos steps for the top Hessian eigenvalue.
-        hessian_probes: Hutch++ products for the Hessian trace.
+        hessian_probes: products for the Hessian trace (Hutch++ or Hutchinson).
         landscape_steps: points of the 1-D loss slice.
         budget: seconds the sections may spend, split between them (see ``choices``).
         output, input_module, norm_mode, dropout: how the model is run (as in

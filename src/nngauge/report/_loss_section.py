@@ -1,7 +1,7 @@
 """The report's "Loss surface" section (when the data has labels): the curvature of the loss
-at the current weights (the Hessian's top eigenvalue by Lanczos and its trace by Hutch++,
-with intervals over data batches; Yao et al., "PyHessian", IEEE BigData 2020) and a 1-D
-filter-normalized slice of the loss (Li et al., "Visualizing the Loss Landscape of Neural
+at the current weights (the Hessian's top eigenvalue by Lanczos and its trace by Hutch++ or
+Hutchinson, with intervals over data batches; Yao et al., "PyHessian", IEEE BigData 2020) and
+a 1-D filter-normalized slice of the loss (Li et al., "Visualizing the Loss Landscape of Neural
 Nets", NeurIPS 2018, section 4) with the places where the activation patterns of the data
 change on it (Raghu et al., ICML 2017, Theorem 2 read in weight space: between those places
 the loss is smooth).
@@ -92,7 +92,7 @@ def _curvature_rows(curvature) -> list[tuple[str, str, str]]:
         ("Lanczos residual (converged)",
          f"{curvature.residuals[0]:.2g} ({curvature.converged})", "||H u - lambda u||"),
         ("Hessian trace", format_value(curvature.trace),
-         f"+- {curvature.trace_stderr:.3g} (standard error, Hutch++)"),
+         f"+- {curvature.trace_stderr:.3g} (standard error, {curvature.trace_method})"),
     ]
 
 

@@ -165,13 +165,13 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     changes.update(_loss_plan(settings, cost, SHARES["loss"] * budget))
     choices.append(f"loss surface (labelled data only): {changes['loss_samples']} samples in "
                    f"{LOSS_BATCHES} batches, {changes['hessian_steps']} Lanczos steps, "
-                   f"{changes['hessian_probes']} Hutch++ products, a slice of "
+                   f"{changes['hessian_probes']} trace products, a slice of "
                    f"{settings.landscape_steps} points")
     return changes, choices
 
 
 def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
-    """Samples, Lanczos steps and Hutch++ products of the loss-surface section within
+    """Samples, Lanczos steps and trace products of the loss-surface section within
     ``share`` seconds. A curvature product runs every batch (:data:`LOSS_BATCHES`) and costs
     about :data:`PRODUCT_PASSES` passes of its samples plus as many per-pass overheads
     (measured on ResNets: a double backward through convolutions and batchnorm); Lanczos runs

@@ -1,5 +1,5 @@
 """Curvature of the loss in parameter space: the Hessian's top eigenvalues, trace, spectral
-density and per-layer blocks (Lanczos, Hutch++, stochastic Lanczos quadrature on
+density and per-layer blocks (Lanczos, Hutch++ or Hutchinson, stochastic Lanczos quadrature on
 Hessian-vector products); loss landscapes on lines and planes of weight space (Li et al.,
 NeurIPS 2018), with the region boundaries of the data on them; exact pattern changes along a
 line of one layer's weights (Raghu et al., ICML 2017, Theorem 2 read in weight space)."""

@@ -14,7 +14,9 @@ vectors (:mod:`nngauge._internal.curvature`). Reported:
   eigenvalue of a single mini-batch's Hessian varies by an order of magnitude between batches
   and is biased upward (lambda_max is convex, so E_b[lambda_max(H_b)] >= lambda_max(E_b H_b));
 - tr(H) by Hutch++ (Meyer, Musco, Musco & Woodruff, "Hutch++: Optimal Stochastic Trace
-  Estimation", SOSA 2021) with Rademacher probes, and its standard error over probes;
+  Estimation", SOSA 2021) or Hutchinson's estimator, whichever the sketch's own products say
+  is more accurate for the budget (``trace_method="auto"``), with Rademacher probes and the
+  standard error over probes;
 - the spectral density phi(t) = (1 / n) sum_j delta(t - lambda_j) by stochastic Lanczos
   quadrature (Lin, Saad & Yang, "Approximating Spectral Densities of Large Matrices", SIAM
   Review 2016; Ghorbani, Krishnan & Xiao, "An Investigation into Neural Net Optimization via
@@ -40,8 +42,9 @@ from scipy import stats
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.curvature import (KINDS, CurvatureOperator, Kind, functional_model,
-                                         hutchpp, lanczos, slq)
+from nngauge._internal.curvature import (KINDS, TRACE_METHODS, CurvatureOperator, Kind,
+                                         TraceMethod, estimate_trace, functional_model,
+                                         lanczos, slq)
 from nngauge._internal.losses import (
     check_class_labels,
     labelled_batches,
@@ -119,8 +122,9 @@ class HessianLayer:
         eigenvalue: its largest eigenvalue (Lanczos).
         residual: ||H_B u - eigenvalue u|| of the Ritz pair.
         converged: residual <= tol * max |Ritz value| (as :attr:`HessianResult.converged`).
-        trace: tr(H_B) by Hutch++ (None with ``trace=False``).
+        trace: tr(H_B) (None with ``trace=False``).
         trace_stderr: its standard error over probes.
+        trace_method: the estimator used, "hutch++" or "hutchinson" (None without a trace).
     """
 
     name: str
@@ -130,6 +134,7 @@ class HessianLayer:
     converged: bool
     trace: Optional[float]
     trace_stderr: Optional[float]
+    trace_method: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -144,8 +149,9 @@ class HessianResult(MeasureResult):
         batch_eigenvalues_mean: the mean over data batches of each batch's own top-k
             eigenvalues (None with one batch).
         eigenvalues_ci: the 95% t-interval (low, high) of that mean, per eigenvalue.
-        trace: tr(H) by Hutch++ (None with ``trace=False``).
+        trace: tr(H) (None with ``trace=False``).
         trace_stderr: its standard error over probes (0 when exact: n_probes >= 3 n).
+        trace_method: the estimator used, "hutch++" or "hutchinson" (None without a trace).
         n_probes: products spent on the trace.
         n_samples, n_batches, batch_size: the data used (H is of the mean loss over them).
         n_params: n, trainable parameters.
@@ -170,6 +176,7 @@ class HessianResult(MeasureResult):
     eigenvalues_ci: Optional[tuple[tuple[float, float], ...]]
     trace: Optional[float]
     trace_stderr: Optional[float]
+    trace_method: Optional[str]
     n_probes: int
     n_samples: int
     n_batches: int
@@ -216,6 +223,7 @@ def hessian(
     batch_size: int = 256,
     n_batches: Optional[int] = None,
     n_probes: int = 90,
+    trace_method: TraceMethod = "auto",
     lanczos_steps: int = 90,
     tol: float = 1e-4,
     density_probes: int = 10,
@@ -252,8 +260,11 @@ def hessian(
             "ggn" (generalized Gauss-Newton: positive semi-definite for convex losses).
         batch_size: samples per batch (the unit of the per-batch intervals and of memory).
         n_batches: use the first ``n_batches`` batches (None: all the data).
-        n_probes: products spent by Hutch++ on each trace (>= 3; exact when >= 3 n). Default
-            90: a relative error of a few percent on typical networks.
+        n_probes: products spent on each trace (>= 3; exact when >= 3 n). Default 90: a
+            relative error of a few percent on typical networks.
+        trace_method: "auto" (default: Hutch++ when the sketch shows a spectrum dominated by
+            a few eigenvalues, else Hutchinson with every product as a probe; see
+            :func:`nngauge._internal.curvature.estimate_trace`), "hutch++" or "hutchinson".
         lanczos_steps: most Lanczos steps for the top-k (it stops when the residuals reach
             ``tol``), and the steps of each density probe; the Lanczos basis holds
             lanczos_steps x n numbers.
@@ -287,6 +298,7 @@ def hessian(
     _check_options(where, loss=loss, kind=kind, top_k=top_k, batch_size=batch_size,
                    n_batches=n_batches, n_probes=n_probes, lanczos_steps=lanczos_steps, tol=tol,
                    density_probes=density_probes, chunk_size=chunk_size, trace=trace,
+                   trace_method=trace_method,
                    density=density, per_layer=per_layer, return_eigenvectors=return_eigenvectors)
     data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode or "eval", where=where)
@@ -323,18 +335,19 @@ def hessian(
                           "replace that module by an equivalent built from differentiable "
                           "operations (e.g. nn.Hardsigmoid by relu6(x + 3) / 6; its second "
                           "derivative is zero almost everywhere)") from exc
-        estimate = hutchpp(op, n_probes, generator) if trace else None
+        estimate = estimate_trace(op, n_probes, generator, trace_method) if trace else None
         per_batch = _per_batch(op, top_k, lanczos_steps, tol, generator)
         spectrum = (HessianDensity(*slq(op, density_probes, lanczos_steps, generator),
                                    n_params=n) if density else None)
-        layers = (_layer_rows(op, n_probes, lanczos_steps, tol, generator, trace)
+        layers = (_layer_rows(op, n_probes, trace_method, lanczos_steps, tol, generator, trace)
                   if per_layer else ())
         vectors = (tuple(_as_parameters(op, u) for u in top.vectors)
                    if return_eigenvectors else None)
     mean, ci = _over_batches(per_batch)
     settings = {"loss": loss_name, "kind": kind, "top_k": top_k, "trace": trace,
                 "density": density, "per_layer": per_layer, "batch_size": batch_size,
-                "n_batches": n_batches, "n_probes": n_probes, "lanczos_steps": lanczos_steps,
+                "n_batches": n_batches, "n_probes": n_probes, "trace_method": trace_method,
+                "lanczos_steps": lanczos_steps,
                 "tol": tol, "density_probes": density_probes if density else None,
                 "chunk_size": op.chunk_size}
     return HessianResult(
@@ -343,6 +356,7 @@ def hessian(
         lanczos_steps=top.steps, batch_eigenvalues_mean=mean, eigenvalues_ci=ci,
         trace=estimate.trace if estimate else None,
         trace_stderr=estimate.stderr if estimate else None,
+        trace_method=estimate.method if estimate else None,
         n_probes=estimate.products if estimate else 0,
         n_samples=sum(len(y) for _, y in batches), n_batches=len(batches),
         batch_size=batch_size, n_params=n, n_products=op.products, kind=kind, loss=loss_name,
@@ -362,8 +376,9 @@ def _per_batch(op: CurvatureOperator, k: int, steps: int, tol: float,
                      for b in op.batches])
 
 
-def _layer_rows(op: CurvatureOperator, n_probes: int, steps: int, tol: float,
-                generator: Optional[torch.Generator], trace: bool) -> tuple[HessianLayer, ...]:
+def _layer_rows(op: CurvatureOperator, n_probes: int, method: TraceMethod, steps: int,
+                tol: float, generator: Optional[torch.Generator], trace: bool
+                ) -> tuple[HessianLayer, ...]:
     """One row per module owning trainable parameters: its diagonal block's top eigenvalue
     and trace."""
     groups: dict[str, list[str]] = {}
@@ -373,12 +388,13 @@ def _layer_rows(op: CurvatureOperator, n_probes: int, steps: int, tol: float,
     for module, members in groups.items():
         block = op.restricted(names=members)
         top = lanczos(block, 1, steps, tol, generator, vectors=True)
-        estimate = hutchpp(block, n_probes, generator) if trace else None
+        estimate = estimate_trace(block, n_probes, generator, method) if trace else None
         rows.append(HessianLayer(
             name=module or "(root)", n_params=block.dim, eigenvalue=float(top.values[0]),
             residual=float(top.residuals[0]), converged=top.converged,
             trace=estimate.trace if estimate else None,
-            trace_stderr=estimate.stderr if estimate else None))
+            trace_stderr=estimate.stderr if estimate else None,
+            trace_method=estimate.method if estimate else None))
     return tuple(rows)
 
 
@@ -425,6 +441,10 @@ def _check_options(where: str, *, loss, kind, tol, chunk_size, n_batches, **rest
     if not callable(loss) and loss not in LOSSES:
         raise invalid(where, f"loss in {LOSSES} or a callable loss(outputs, labels)",
                       f"loss={loss!r}", "pass loss='cross_entropy' or loss='mse'")
+    if rest["trace_method"] not in TRACE_METHODS:
+        raise invalid(where, f"trace_method in {TRACE_METHODS}",
+                      f"trace_method={rest['trace_method']!r}",
+                      "pass trace_method='auto' (default), 'hutch++' or 'hutchinson'")
     if kind not in KINDS:
         raise invalid(where, f"kind in {KINDS}", f"kind={kind!r}",
                       "pass kind='hessian' (default) or kind='ggn' (Gauss-Newton)")
