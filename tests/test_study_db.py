@@ -1,13 +1,13 @@
 """The study database: URLs that cannot be opened fail in one line and create nothing; a unit is
-written atomically (its row and measures, or nothing) and never twice; NaN is stored as NULL."""
+written atomically (its row and measures, or nothing) and never twice (a second write of it is
+"done by another run", not an error); NaN is stored as NULL."""
 
 import math
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 
-from nngauge.errors import InvalidInputError
+from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.studies._db import (finished_keys, measures, open_db, register_study, units,
                                  write_unit)
 from nngauge.studies._spec import parse_spec
@@ -56,11 +56,11 @@ def test_unit_written_once_with_its_measures(tmp_path):
     register_study(engine, SPEC, ARCHS)
     register_study(engine, SPEC, ARCHS)  # a rerun adds nothing
     unit = Unit("k1", "init", 0, 0)
-    write_unit(engine, SPEC.study_id, unit, {"measures": {"nlc": 1.5, "output_bias": math.nan},
-                                             "seconds": 0.1})
+    assert write_unit(engine, SPEC.study_id, unit,
+                      {"measures": {"nlc": 1.5, "output_bias": math.nan}, "seconds": 0.1})
     assert finished_keys(engine, ["k1", "k2"]) == {"k1"}
-    with pytest.raises(IntegrityError):
-        write_unit(engine, SPEC.study_id, unit, {"measures": {"nlc": 2.0}, "seconds": 0.1})
+    # a second write (another run finished the unit too) writes nothing and says so
+    assert not write_unit(engine, SPEC.study_id, unit, {"measures": {"nlc": 2.0}, "seconds": 0.1})
     assert _count(engine, units) == 1 and _count(engine, measures) == 2
     with engine.connect() as conn:
         stored = dict(conn.execute(select(measures.c.name, measures.c.value)).all())
@@ -76,7 +76,7 @@ def test_failed_write_leaves_no_partial_unit(tmp_path):
     # same transaction succeeded (SQLite does not enforce the foreign key by default)
     with engine.begin() as conn:
         conn.execute(measures.insert().values(unit_key="k2", name="nlc", value=1.0))
-    with pytest.raises(IntegrityError):
+    with pytest.raises(NNGaugeError, match="expected to store unit k2"):
         write_unit(engine, SPEC.study_id, Unit("k2", "init", 0, 1), {"measures": {"nlc": 3.0},
                                                                      "seconds": 0.1})
     assert finished_keys(engine, ["k0", "k2"]) == {"k0"}  # the unit row was rolled back

@@ -29,19 +29,29 @@ def run(
     max_retries: int = typer.Option(2, "--max-retries", min=0,
                                     help="Re-executions of a unit whose worker died."),
 ) -> None:
-    """Run (or resume) a study: units already in the database are skipped."""
+    """Run (or resume) a study: units already in the database are skipped, and runs sharing
+    a database split the units. Exit status: 0 when every unit is in the database, 1 when
+    some failed (rerun to retry them), 2 on bad input, 130 on Ctrl-C (finished units kept)."""
     from nngauge.studies import run_study
 
-    with _progress() as progress:
-        summary = run_study(spec, db, executor=executor, workers=workers, address=address,
-                            max_retries=max_retries, progress=progress)
+    progress = _progress()
+    try:
+        with progress:
+            summary = run_study(spec, db, executor=executor, workers=workers, address=address,
+                                max_retries=max_retries, progress=progress)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: {progress.done} of {progress.total} units are in the "
+                   "database; rerun the same command to resume", err=True)
+        raise SystemExit(130) from None  # not typer.Exit: main() runs the app in non-standalone
+        # mode, where click returns typer.Exit's code instead of exiting with it
     typer.echo(f"study {summary.study_id}: {summary.ran} units run, {summary.skipped} already "
-               f"done, {len(summary.failed)} failed of {summary.total}")
+               f"done, {summary.by_others} done by other runs, {len(summary.failed)} failed of "
+               f"{summary.total}")
     if summary.failed:
         key, reason = next(iter(summary.failed.items()))
         typer.echo(f"error: {len(summary.failed)} units failed (first: {key}: {reason}); rerun "
                    "the same command to retry them", err=True)
-        raise typer.Exit(1)
+        raise SystemExit(1)
 
 
 @study_app.command("summarize")
@@ -86,25 +96,28 @@ def _fmt(value: float, p: bool = False) -> str:
 
 
 class _progress:
-    """A rich progress bar counting units on a terminal; silent otherwise."""
+    """``progress(done, total)`` for :func:`run_study`: remembers the last count, and shows it
+    as a rich progress bar on a terminal."""
 
     def __init__(self) -> None:
         self.bar = None
+        self.task = None
+        self.done = self.total = 0
 
-    def __enter__(self):
-        if not sys.stderr.isatty():
-            return None
-        from rich.console import Console
-        from rich.progress import Progress
+    def __enter__(self) -> _progress:
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
 
-        self.bar = Progress(console=Console(stderr=True), transient=True)
-        self.bar.start()
-        task = self.bar.add_task("units", total=None)
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("units", total=None)
+        return self
 
-        def step(done: int, total: int) -> None:
-            self.bar.update(task, completed=done, total=total)
-
-        return step
+    def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total)
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -8,7 +8,8 @@ From the command line::
     nngauge study summarize --db sqlite:///study.db --out study_out
 
 A rerun of the same spec skips the units already in the database, so an interrupted study is
-resumed by running the same command again.
+resumed by running the same command again. Several runs may share one database, on one machine
+or many: they claim units under leases and split the work (see ``nngauge.studies._claims``).
 
 Example:
     >>> from nngauge.studies import parse_spec, plan_units

@@ -7,24 +7,30 @@ Tables:
   and whether it has skip connections;
 - ``units``: one row per finished unit (primary key: the unit key), its kind, architecture,
   seed, learning rate and, for training units, the errors;
-- ``measures``: one row per (unit, measure column) of an init unit.
+- ``measures``: one row per (unit, measure column) of an init unit;
+- ``claims``: one row per unit a run is running now (primary key: the unit key), its owner
+  and lease (see :mod:`nngauge.studies._claims`). Added after the others: opening an older
+  database for a run creates it, and leaves the other tables as they are.
 
-The driver writes each finished unit (its ``units`` row and its ``measures`` rows) in one
-transaction: a unit is either fully in the database or absent, and a rerun skips exactly the
-units present.
+The driver writes each finished unit (its ``units`` row and its ``measures`` rows) and drops
+its claim in one transaction: a unit is either fully in the database or absent, and a rerun
+skips exactly the units present. The ``units`` primary key makes the write happen once: a
+second run finishing the same unit writes nothing (:func:`write_unit` returns False).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import uuid
 from typing import Iterable, Optional
 
 from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table,
                         Text, create_engine, select)
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from nngauge.errors import InvalidInputError
+from nngauge.errors import InvalidInputError, NNGaugeError, invalid
 
 DEFAULT_URL = "sqlite:///study.db"
 
@@ -65,58 +71,118 @@ measures = Table(
     Column("name", String(64), primary_key=True),
     Column("value", Float),
 )
+claims = Table(
+    "claims", metadata,
+    Column("key", String(32), primary_key=True),  # one claim per unit: inserts race, one wins
+    Column("study_id", String(32), nullable=False, index=True),
+    Column("owner", String(300), nullable=False),  # the claiming run: host:pid:random
+    Column("expires", Float, nullable=False),  # end of the lease, seconds since the epoch
+)
 
 
 def open_db(url: str, *, create: bool = True) -> Engine:
-    """Open (and with ``create``, set up) the database at a SQLAlchemy URL.
+    """Open the database at a SQLAlchemy URL; with ``create`` (a run), set it up for writing.
+
+    ``create`` creates the missing tables (another run creating them at the same moment is no
+    error) and inserts a row and rolls it back, so that a database this run cannot write to
+    (a read-only file, a read-only server or user) fails here, before any unit trains.
+    PostgreSQL connections give up after 10 s unless the URL sets ``connect_timeout``.
 
     Raises:
-        InvalidInputError: the URL is malformed, its driver is missing, or the database
-            cannot be reached: one line, password hidden.
+        InvalidInputError: the URL is malformed, its driver is missing, the database cannot be
+            reached, or (``create``) it refuses writes: one line, password hidden.
 
     Example:
         >>> engine = open_db("sqlite://")  # in memory
         >>> sorted(metadata.tables)
-        ['architectures', 'measures', 'studies', 'units']
+        ['architectures', 'claims', 'measures', 'studies', 'units']
     """
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import SQLAlchemyError
 
     shown = url
     try:
         parsed = make_url(url)
         shown = parsed.render_as_string(hide_password=True)
-        engine = create_engine(parsed)
-        with engine.begin() as conn:
-            if create:
-                metadata.create_all(conn)
-            elif not engine.dialect.has_table(conn, "units"):
-                raise InvalidInputError(f"the study database expected the tables of a study run; "
-                                        f"got none in {shown}. Fix: run `nngauge study run SPEC "
-                                        f"--db {shown}` first.")
+        engine = create_engine(_with_connect_timeout(parsed))
+        with engine.connect() as conn:
+            has_units = engine.dialect.has_table(conn, "units")
     except (SQLAlchemyError, ImportError, ValueError) as exc:
-        if isinstance(exc, InvalidInputError):
-            raise
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInputError(f"the study database expected a SQLAlchemy URL that can be "
-                                f"opened (e.g. {DEFAULT_URL}); got {shown!r}: {reason}. Fix: "
-                                "check the URL, its folder and its driver.") from None
+                                f"opened (e.g. {DEFAULT_URL}); got {shown!r}: {_reason(exc)}. "
+                                "Fix: check the URL, its folder and its driver.") from None
+    if not create and not has_units:
+        engine.dispose()
+        raise invalid("the study database", "the tables of a study run", f"none in {shown}",
+                      f"run `nngauge study run SPEC --db {shown}` first")
+    if create:
+        try:
+            _create_tables(engine)
+            _check_writable(engine)
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            raise invalid("the study database", "a database this run can write to",
+                          f"{shown!r}: {_reason(exc)}", "check the permissions of the file "
+                          "and its folder (or the database user's rights), or pass another "
+                          "--db") from None
     return engine
 
 
-def register_study(engine: Engine, spec, archs) -> None:
-    """Record the study and its architectures (once; a rerun of the same spec adds nothing)."""
-    with engine.begin() as conn:
-        if conn.execute(select(studies.c.study_id)
-                        .where(studies.c.study_id == spec.study_id)).first():
+def _with_connect_timeout(url: URL) -> URL:
+    """A PostgreSQL URL gets ``connect_timeout=10`` unless it has one (libpq waits forever)."""
+    if url.get_backend_name() != "postgresql" or "connect_timeout" in url.query:
+        return url
+    return url.update_query_dict({"connect_timeout": "10"})
+
+
+def _create_tables(engine: Engine, tries: int = 3) -> None:
+    """Create the missing tables. Concurrent runs may race to create one (the loser gets
+    "already exists"): each try creates what is still missing."""
+    for attempt in range(tries):
+        try:
+            with engine.begin() as conn:
+                metadata.create_all(conn)
             return
-        conn.execute(studies.insert().values(study_id=spec.study_id, name=spec.name,
-                                             spec=json.dumps(spec.to_dict(), sort_keys=True)))
-        conn.execute(architectures.insert(), [
-            {"study_id": spec.study_id, "arch_index": a.index,
-             "config": json.dumps(a.config, sort_keys=True),
-             "description": None if a.description is None else json.dumps(a.description),
-             "skip": a.skip} for a in archs])
+        except SQLAlchemyError:
+            if attempt == tries - 1:
+                raise
+
+
+def _check_writable(engine: Engine) -> None:
+    """Insert a claim row and roll it back: raises on a database that refuses writes."""
+    with engine.connect() as conn:
+        conn.execute(claims.insert().values(key=f"probe-{uuid.uuid4().hex[:24]}", study_id="",
+                                            owner="write check", expires=0.0))
+        conn.rollback()
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an error (drivers append SQL and links on the next ones)."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def register_study(engine: Engine, spec, archs) -> None:
+    """Record the study and its architectures (once; a rerun of the same spec adds nothing,
+    and of two runs registering it at the same moment, the second adds nothing)."""
+    if _registered(engine, spec.study_id):
+        return
+    try:
+        with engine.begin() as conn:
+            conn.execute(studies.insert().values(study_id=spec.study_id, name=spec.name,
+                                                 spec=json.dumps(spec.to_dict(), sort_keys=True)))
+            conn.execute(architectures.insert(), [
+                {"study_id": spec.study_id, "arch_index": a.index,
+                 "config": json.dumps(a.config, sort_keys=True),
+                 "description": None if a.description is None else json.dumps(a.description),
+                 "skip": a.skip} for a in archs])
+    except IntegrityError:
+        if not _registered(engine, spec.study_id):
+            raise
+
+
+def _registered(engine: Engine, study_id: str) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(select(studies.c.study_id)
+                            .where(studies.c.study_id == study_id)).first() is not None
 
 
 def finished_keys(engine: Engine, keys: Iterable[str]) -> set[str]:
@@ -130,21 +196,40 @@ def finished_keys(engine: Engine, keys: Iterable[str]) -> set[str]:
     return found
 
 
-def write_unit(engine: Engine, study_id: str, unit, result: dict) -> None:
-    """Write one finished unit and its measures in a single transaction."""
+def write_unit(engine: Engine, study_id: str, unit, result: dict) -> bool:
+    """Write one finished unit and its measures, and drop its claim, in a single transaction.
+
+    Returns:
+        True when written; False, writing nothing, when the unit is already in the database
+        (another run finished it first: it took the unit over when this run's lease lapsed,
+        or it ran without claims).
+
+    Raises:
+        NNGaugeError: the database refused the rows for another reason (e.g. measures rows
+            of this unit left by another tool); nothing of the unit is written.
+    """
     train = result.get("train") or {}
-    with engine.begin() as conn:
-        conn.execute(units.insert().values(
-            key=unit.key, study_id=study_id, kind=unit.kind, arch_index=unit.arch_index,
-            seed=unit.seed, lr=train.get("lr", unit.lr), lr_index=unit.lr_index,
-            best_val_error=_number(train.get("best_val_error")),
-            test_error=_number(train.get("test_error")),
-            train_error=_number(train.get("train_error")), epochs=train.get("epochs"),
-            diverged=train.get("diverged"), seconds=float(result.get("seconds", math.nan))))
-        rows = [{"unit_key": unit.key, "name": name, "value": _number(value)}
-                for name, value in sorted(result.get("measures", {}).items())]
-        if rows:
-            conn.execute(measures.insert(), rows)
+    try:
+        with engine.begin() as conn:
+            conn.execute(units.insert().values(
+                key=unit.key, study_id=study_id, kind=unit.kind, arch_index=unit.arch_index,
+                seed=unit.seed, lr=train.get("lr", unit.lr), lr_index=unit.lr_index,
+                best_val_error=_number(train.get("best_val_error")),
+                test_error=_number(train.get("test_error")),
+                train_error=_number(train.get("train_error")), epochs=train.get("epochs"),
+                diverged=train.get("diverged"), seconds=float(result.get("seconds", math.nan))))
+            rows = [{"unit_key": unit.key, "name": name, "value": _number(value)}
+                    for name, value in sorted(result.get("measures", {}).items())]
+            if rows:
+                conn.execute(measures.insert(), rows)
+            conn.execute(claims.delete().where(claims.c.key == unit.key))
+    except IntegrityError as exc:
+        if finished_keys(engine, [unit.key]):
+            return False
+        raise NNGaugeError(f"the study database expected to store unit {unit.key}; got "
+                           f"{_reason(exc)}. Fix: remove the rows other tools left for it, or "
+                           "use another --db.") from exc
+    return True
 
 
 def _number(value) -> Optional[float]:
