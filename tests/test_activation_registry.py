@@ -54,3 +54,10 @@ def test_what_is_registered_must_build_an_activation(factory, fragment):
 def test_overwrite_must_be_a_flag():
     with pytest.raises(InvalidInputError, match="overwrite True or False"):
         register("fresh_name", overwrite="yes")
+
+
+def test_get_and_register_declare_their_arguments():
+    with pytest.raises(InvalidInputError, match="get\\(\\) expected name an activation name"):
+        get(3)
+    with pytest.raises(InvalidInputError, match="register\\(\\) expected name a name of letters"):
+        register("")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from nngauge.activations import get
-from nngauge.errors import InvalidInputError, NNGaugeError, UnknownNameError
+from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.theory._correlation import correlation_map, length_fixed_point
 from nngauge.theory._critical import critical_init
 from nngauge.theory._gaussian import gaussian_covariance, hermite_coefficients
@@ -243,7 +243,7 @@ def test_bad_input_says_expected_got_fix():
             case()
         message = str(info.value)
         assert "expected" in message and "got" in message and "Fix:" in message
-    with pytest.raises(UnknownNameError, match="layernorm.*resnet.*mlp"):
+    with pytest.raises(InvalidInputError, match="arch in .*layernorm.*resnet.*mlp"):
         correlation_map("relu", arch="batchnorm")
     with pytest.raises(NNGaugeError):
         correlation_map("no_such_activation")

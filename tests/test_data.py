@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from nngauge.data import (LabelledData, base_waves, digits, gaussian, preprocess, split,
-                          standardize, waveform_noise)
+from nngauge.data import (LabelledData, base_waves, confusion_set, digits, gaussian, preprocess,
+                          random_labels, split, standardize, waveform_noise)
 from nngauge.errors import NNGaugeError
 
 # Breiman et al. (1984) section 2.6.2, written out by hand: h1 peaks at i=7, h2 at 15, h3 at 11.
@@ -180,3 +180,35 @@ def test_split_partitions_the_data():
 def test_bad_input_raises_with_expected_got_fix(call):
     with pytest.raises(NNGaugeError, match="expected .*got .*Fix"):
         call()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: waveform_noise(10, seed=-1), "seed an integer in"),
+    (lambda: gaussian(10, 3, seed=1.5), "seed an integer in"),
+    (lambda: split(waveform_noise(10), "abc"), "fractions a non-empty sequence"),
+    (lambda: split(waveform_noise(10), (0.5, float("nan"))), "fractions a non-empty sequence"),
+    (lambda: preprocess(torch.randn(5, 4), variance=float("nan")), "variance a number in"),
+    (lambda: random_labels(torch.arange(4), 0.5, n_classes=1), "n_classes None or an integer"),
+    (lambda: random_labels(torch.arange(4), 0.5, n_classes=3), "n_classes >= 4"),
+    (lambda: confusion_set(torch.randn(4, 2), torch.arange(4), n_train=0, n_confusion=1),
+     "n_train an integer >= 1"),
+    (lambda: confusion_set(torch.randn(4, 2), torch.arange(4), n_train=3, n_confusion=2),
+     "n_train \\+ n_confusion <= 4"),
+])
+def test_declared_options_are_refused_with_their_range(call, match):
+    with pytest.raises(NNGaugeError, match=f"expected {match}.*got .*Fix"):
+        call()
+
+
+def test_numpy_integers_are_accepted_as_counts_and_seeds():
+    i = np.int64
+    assert torch.equal(gaussian(i(10), i(3), seed=i(2), n_classes=i(3)).inputs,
+                       gaussian(10, 3, seed=2, n_classes=3).inputs)
+    assert len(waveform_noise(i(9), seed=i(1)).labels) == 9
+    assert [len(p.labels) for p in split(waveform_noise(10), np.array([0.5, 0.5]),
+                                         seed=i(3))] == [5, 5]
+    new = random_labels(torch.arange(6) % 2, 1.0, n_classes=i(5),
+                        generator=torch.Generator().manual_seed(0))
+    assert int(new.max()) < 5
+    s = confusion_set(torch.randn(6, 2), torch.arange(6) % 2, n_train=i(3), n_confusion=i(2))
+    assert int(s.is_confusion.sum()) == 2

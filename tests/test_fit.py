@@ -7,9 +7,10 @@ import torch
 from torch import nn
 
 from nngauge.data import split, standardize, waveform_noise
-from nngauge.errors import NNGaugeError
+from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.nn import mlp
-from nngauge.training import (StallSchedule, fit, lr_search, output_scale, smallest_lr)
+from nngauge.training import (StallSchedule, classification_error, fit, lr_search, output_scale,
+                              smallest_lr)
 from nngauge.training import _fit
 
 
@@ -61,13 +62,13 @@ def test_fit_follows_a_scripted_validation_curve(monkeypatch):
     curve = iter([0.6, 0.5, 0.55, 0.5, 0.4, 0.45, 0.45, 0.45, 0.45, 0.45])
     states = []
 
-    def scripted(model, data, *, batch_size=250):
+    def scripted(model, data, batch_size=250):
         if len(data.labels) == 40:  # the validation set
             states.append([p.detach().clone() for p in model.parameters()])
             return next(curve)
         return 0.0
 
-    monkeypatch.setattr(_fit, "classification_error", scripted)
+    monkeypatch.setattr(_fit, "_error_rate", scripted)
     train, val = split(waveform_noise(100), (0.6, 0.4))
     net = mlp(40, 8, 1, 3, generator=torch.Generator().manual_seed(0))
     recorder = _Recorder()
@@ -115,8 +116,8 @@ def test_fit_divides_the_logits_by_c_in_the_loss(monkeypatch):
             p -= 0.1 * p.grad
     val = (torch.randn(20, 5), y[:20])
     curve = iter([0.5, 0.4])
-    monkeypatch.setattr(_fit, "classification_error",
-                        lambda model, data, *, batch_size=250:
+    monkeypatch.setattr(_fit, "_error_rate",
+                        lambda model, data, batch_size=250:
                         next(curve) if len(data.labels) == 20 else 0.0)
     result = fit(net, (x, y), val, lr=0.1, batch_size=30, max_epochs=1)
     assert result.loss_scale == pytest.approx(c, rel=1e-6) and c > 3
@@ -262,3 +263,97 @@ def test_zero_outputs_cannot_be_loss_scaled():
     with pytest.raises(NNGaugeError, match="loss_scaling=False"):
         fit(net, train, val, lr=0.1)
     assert fit(net, train, val, lr=0.1, loss_scaling=False, max_epochs=1).loss_scale == 1.0
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"scale": -1}, "scale a finite number > 0"),   # was: a negative learning rate
+    ({"scale": 0.0}, "scale a finite number > 0"),
+    ({"scale": float("inf")}, "scale a finite number > 0"),
+    ({"momentum": 1.0}, "momentum a number in"),
+    ({"warmup_epochs": -1}, "warmup_epochs None or an integer >= 0"),
+    ({"optimizer": "rmsprop"}, "optimizer in"),
+    ({"loss_scaling": 1}, "loss_scaling True or False"),
+])
+def test_smallest_lr_refuses_bad_options_before_any_work(options, match):
+    net = mlp(40, 8, 2, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(NNGaugeError, match=f"smallest_lr\\(\\) expected {match}.*Fix"):
+        smallest_lr(net, waveform_noise(20), **options)
+
+
+def _bad_data_cases():
+    train, _ = split(waveform_noise(40), (0.5, 0.5))
+    x, y = train.inputs, train.labels
+    return {
+        "empty": ((x[:0], y[:0]), "at least one sample"),
+        "label past the classes": ((x, torch.full_like(y, 7)), r"labels in \[0, 2\]"),
+        "negative label": ((x, y - 1), r"labels in \[0, 2\]"),
+        "2-D labels": ((x, y[:, None]), "labels shaped like the outputs"),
+        "float labels": ((x, y.float()), "integer class labels"),
+        "meta-device inputs": ((x.to("meta"), y), "inputs holding values"),
+        "wrong width": ((x[:, :30], y), "inputs the model's forward\\(\\) accepts"),
+        "NaN inputs": ((x * float("nan"), y), "finite inputs"),
+        "integer inputs": ((x.long(), y), "floating-point inputs"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_data_cases()))
+@pytest.mark.parametrize("role", ["train", "val", "test"])
+def test_fit_refuses_bad_data_up_front(case, role):
+    """Issue 18: empty data was a ZeroDivisionError, bad labels or inputs raw torch errors;
+    each is refused before any training with the shared checks' expected / got / fix."""
+    data, match = _bad_data_cases()[case]
+    train, val = split(waveform_noise(40), (0.5, 0.5))
+    given = {"train": train, "val": val, "test": None, role: data}
+    net = mlp(40, 4, 1, 3, generator=torch.Generator().manual_seed(0))
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    with pytest.raises(InvalidInputError, match=f"fit\\(\\) \\({role} data\\) expected {match}"
+                       ".*; got .*Fix: "):
+        fit(net, given["train"], given["val"], test=given["test"], lr=0.1, max_epochs=1,
+            dtype=torch.float64)
+    # nothing was changed: not the weights, not the dtype asked for with dtype=
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+@pytest.mark.parametrize("model, match", [
+    (nn.Linear(40, 1), "n_classes >= 2"),  # a regressor
+    (nn.Sequential(nn.Unflatten(1, (4, 10)), nn.Linear(10, 3)), r"shape \(n, n_classes\)"),
+])
+def test_fit_refuses_a_model_that_is_not_a_classifier(model, match):
+    train, val = split(waveform_noise(40), (0.5, 0.5))
+    with pytest.raises(InvalidInputError, match=match):
+        fit(model, train, val, lr=0.1, max_epochs=1)
+
+
+@pytest.mark.parametrize("call, where", [
+    (lambda net, x, y: output_scale(net, x[:0]), "output_scale"),
+    (lambda net, x, y: output_scale(net, x[:, :3]), "output_scale"),
+    (lambda net, x, y: classification_error(net, (x[:0], y[:0])), "classification_error"),
+    (lambda net, x, y: classification_error(net, (x, y + 3)), "classification_error"),
+    (lambda net, x, y: smallest_lr(net, (x[:0], y[:0])), "smallest_lr"),
+    (lambda net, x, y: smallest_lr(net, (x, y[:, None])), "smallest_lr"),
+    (lambda net, x, y: lr_search(net, (x, -y), (x, y), n_rates=1), "smallest_lr"),
+])
+def test_training_helpers_refuse_bad_data_with_their_name(call, where):
+    x, y = waveform_noise(20)
+    net = mlp(40, 4, 1, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(InvalidInputError, match=f"{where}\\(\\) expected .*; got .*Fix: "):
+        call(net, x, y)
+
+
+def test_classification_error_and_output_scale_on_good_data():
+    x, y = waveform_noise(30)
+    net = mlp(40, 4, 1, 3, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = net.eval()(x)
+    assert classification_error(net, (x, y), batch_size=7) == pytest.approx(
+        float((out.argmax(1) != y).float().mean()))
+    assert output_scale(net, x.numpy()) > 0  # numpy inputs as everywhere else
+
+
+def test_the_checks_accept_one_validation_sample_on_a_batchnorm_net():
+    """The checking forward pass uses running statistics: a batchnorm net in training mode is
+    not refused a validation set of one sample (which eval-mode error rates handle)."""
+    x, y = waveform_noise(41)
+    net = mlp(40, 8, 2, 3, norm="batch", generator=torch.Generator().manual_seed(0))
+    result = fit(net, (x[:40], y[:40]), (x[40:], y[40:]), lr=0.1, max_epochs=1, batch_size=20)
+    assert result.best_val_error in (0.0, 1.0) and net.training

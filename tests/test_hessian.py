@@ -357,7 +357,7 @@ def _frozen():
     (_mlp, lambda m, x, y: hessian(m, (x, y), y), "not both"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), n_probes=2), "n_probes an integer >= 3"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), top_k=5, lanczos_steps=4), "lanczos_steps"),
-    (_mlp, lambda m, x, y: hessian(m, (x, y), tol=0), "tol in"),
+    (_mlp, lambda m, x, y: hessian(m, (x, y), tol=0), r"tol a number in \(0, 1\)"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), trace_method="hutch"), "trace_method in"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), loss=lambda o, t: o), "scalar"),
 ])

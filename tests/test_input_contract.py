@@ -8,6 +8,7 @@ import torch
 import nngauge
 from nngauge.errors import InvalidInputError
 from nngauge.nn import mlp
+from nngauge.trajectories import line
 
 
 def _net():
@@ -61,3 +62,87 @@ def test_region_size_grids_need_a_positive_bound(k_max):
         nngauge.linear_region_diameter(_net(), x, k_max=k_max)
     with pytest.raises(InvalidInputError, match="k_max a finite number"):
         nngauge.error_preserving_perturbation(_net(), (x, y), k_max=k_max)
+
+
+def test_a_one_dimensional_input_is_refused_not_read_as_samples():
+    """nlc(net, X[0]) read 5 features as 5 samples of a 0-d input; now the fix is named."""
+    x, _ = _data()
+    with pytest.raises(InvalidInputError, match=r"1-D tensor of shape.*x\[None\].*x\[:, None\]"):
+        nngauge.nlc(_net(), x[0])
+
+
+class _NaNOut(torch.nn.Module):
+    """Finite weights, NaN outputs for every input (a log of a negative value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = _net()
+
+    def forward(self, x):
+        return torch.log(-(self.net(x).abs() + 1))
+
+
+@pytest.mark.parametrize("measure", [
+    lambda m, x, y: nngauge.nlc(m, x),
+    lambda m, x, y: nngauge.nlc_profile(m, x),
+    lambda m, x, y: nngauge.jacobian_norm(m, x),
+    lambda m, x, y: nngauge.gradient_metrics(m, (x, y)),
+    lambda m, x, y: nngauge.correlations(m, x),
+    lambda m, x, y: nngauge.kernel_conditioning(m, x),
+    lambda m, x, y: nngauge.linear_region_diameter(m, x, n_batches=1),
+    lambda m, x, y: nngauge.error_preserving_perturbation(m, (x, y), n_batches=1),
+    lambda m, x, y: nngauge.margin(m, (x, y)),
+    lambda m, x, y: nngauge.weight_noise_robustness(m, x, y),
+    lambda m, x, y: nngauge.sharpness(m, None, (x, y), steps=2),
+    lambda m, x, y: nngauge.expected_sharpness(m, None, (x, y), alpha=0.01, n_samples=4),
+    lambda m, x, y: nngauge.hessian(m, (x, y), lanczos_steps=2, trace=False),
+    lambda m, x, y: nngauge.loss_landscape(m, (x, y), steps=3),
+    lambda m, x, y: nngauge.trajectory_length(m, line(x[0], x[1], 9)),
+])
+def test_a_model_that_outputs_nan_stops_every_measure(measure):
+    x, y = _data()
+    with pytest.raises(InvalidInputError, match="finite model outputs.*NaN or inf.*Fix"):
+        measure(_NaNOut(), x, y)
+
+
+def test_outputs_far_from_the_data_may_overflow_without_stopping_the_walk():
+    """The region-size walk goes 1e3 diameters out, where exp overflows: not an error."""
+
+    class Exp(torch.nn.Module):
+        def forward(self, x):
+            return x.exp()
+
+    data = torch.tensor([[0.0], [1.0]])
+    r = nngauge.linear_region_diameter(Exp(), data, batch_size=2, n_batches=1,
+                                       generator=torch.Generator().manual_seed(0))
+    assert 0 < r.median < 10
+
+
+def test_a_float32_model_is_walked_in_float64():
+    """In float32 the walk's first steps (1e-9 of the diameter) are below the outputs'
+    resolution and every walk read 0; the float32 model now gives the float64 result."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(100, 5, generator=gen)
+    net = mlp(5, 32, 3, 3, activation="tanh", generator=torch.Generator().manual_seed(0))
+    single = nngauge.linear_region_diameter(net, x, batch_size=50, n_batches=2,
+                                            generator=torch.Generator().manual_seed(1))
+    double = nngauge.linear_region_diameter(net.double(), x.double(), batch_size=50,
+                                            n_batches=2,
+                                            generator=torch.Generator().manual_seed(1))
+    assert single.median == double.median > 0 and single.below_grid == 0
+    assert "upcast copy of a float32 model" in single.mode.precision
+    assert net.layers[0].linear.weight.dtype == torch.float64  # the user's model untouched
+
+
+def test_path_norm_refuses_a_nan_weight_instead_of_reporting_zero():
+    net = _net()
+    with torch.no_grad():
+        net.layers[0].linear.weight[0, 0] = float("nan")
+    with pytest.raises(InvalidInputError, match="finite.*layers.0.linear.weight"):
+        nngauge.path_norm(net)
+
+
+def test_skim_needs_two_samples_for_its_relative_deviation():
+    net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.Tanh(), torch.nn.Linear(5, 5))
+    with pytest.raises(InvalidInputError, match="at least 2 samples"):
+        nngauge.skim(net, "0", "1", _data()[0][:1])

@@ -154,3 +154,44 @@ def test_adapter_embeds_token_ids_through_the_first_embedding():
         x = adapter.measured(tokens)
         torch.testing.assert_close(adapter(x, tokens), model(tokens))
     assert x.shape == (2, 2, 3) and adapter.mode.input_module.startswith("0 (chosen")
+
+
+class _Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return x + self.fc2(self.act(self.fc1(x)))
+
+
+def test_block_sites_give_one_site_per_block_in_forward_order():
+    """A deep network is plotted by block: a residual block called by its container gives its
+    own output; a container whose children the parent calls (nngauge's MLP) gives its last
+    site of the kinds asked for; the stem and head outside any block are kept."""
+    from nngauge._internal.sites import block_sites
+    from nngauge.nn import mlp
+
+    class ResNetLike(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.head = nn.Linear(4, 4), nn.Linear(4, 2)
+            self.blocks = nn.Sequential(*[_Residual() for _ in range(60)])
+
+        def forward(self, x):
+            return self.head(self.blocks(self.stem(x)))
+
+    net = ResNetLike()
+    sites = discover_sites(net, lambda: net(torch.randn(3, 4)))
+    chosen, grouped = block_sites(net, sites, ("linear",), limit=70)
+    assert grouped
+    assert [s.name for s in chosen] == ["stem"] + [f"blocks.{i}" for i in range(60)] + ["head"]
+    deep = mlp(4, 8, 70, 2)
+    sites = discover_sites(deep, lambda: deep(torch.randn(3, 4)))
+    kinds = ("linear", "activation")
+    chosen, grouped = block_sites(deep, sites, kinds, limit=80)  # 139 sites of those kinds
+    assert grouped and [s.name for s in chosen] == (
+        [f"layers.{i}.act" for i in range(69)] + ["layers.69.linear"])
+    few, _ = block_sites(deep, sites, kinds, limit=10)
+    assert len(few) <= 10 and few[0].name == "layers.0.act"
+    assert few[-1].name == "layers.69.linear"

@@ -281,7 +281,7 @@ def test_result_to_dict_frame_and_plots():
     (lambda m, x, y: loss_landscape(m, (x, y.double()), loss="cross_entropy"),
      "integer class labels"),
     (lambda m, x, y: loss_landscape(m, (x, y), loss="hinge"), "loss in"),
-    (lambda m, x, y: loss_landscape(m, (x, y), bn="train"), "bn 'frozen'"),
+    (lambda m, x, y: loss_landscape(m, (x, y), bn="train"), r"bn in \('frozen', 'recompute'\)"),
     (lambda m, x, y: loss_landscape(m, (x, y), bn="recompute", norm_mode="eval"), "norm_mode"),
     (lambda m, x, y: loss_landscape(m, (x, y), labels=y), "not both"),
 ])

@@ -197,7 +197,7 @@ def test_bad_input():
         margin(net, x)
     with pytest.raises(NNGaugeError, match="percentile"):
         margin(net, x, torch.zeros(10, dtype=torch.long), percentile=100)
-    with pytest.raises(NNGaugeError, match="p > 0"):
+    with pytest.raises(NNGaugeError, match="p a finite number > 0"):
         path_norm(net, 0)
     with pytest.raises(NNGaugeError, match="MaxPool"):
         path_norm(nn.Sequential(nn.Conv1d(1, 1, 2), nn.MaxPool1d(2)), 1, input_shape=(1, 4))

@@ -120,3 +120,24 @@ def test_conditioning_worsens_with_depth_for_relu():
         assert row.mean_normalized_dot_product == pytest.approx(
             row.theory_mean_normalized_dot_product, abs=0.03)
         assert row.condition_number == pytest.approx(row.theory_condition_number, rel=0.35)
+
+
+def test_theory_past_its_time_budget_is_skipped_with_the_reason(monkeypatch):
+    """When the infinite-width kernels would run past nngp()'s time budget (quadrature
+    activations on many samples), the empirical rows are still measured and the result says
+    why the theory columns are empty."""
+    import nngauge.theory
+    from nngauge.errors import BudgetExceededError
+
+    def over_budget(*args, **kwargs):
+        raise BudgetExceededError("nngp() expected a computation within max_seconds=30; ...")
+
+    monkeypatch.setattr(nngauge.theory, "nngp", over_budget)
+    net = mlp(5, 32, 3, 1, activation="tanh", init="gaussian")
+    result = kernel_conditioning(net, torch.randn(10, 5))
+    assert "max_seconds=30" in result.theory_skipped
+    assert all(row.theory_condition_number is None for row in result.layers)
+    assert [row.kernel.shape for row in result.layers] == [(10, 10)] * len(result.layers) != []
+    monkeypatch.undo()
+    assert kernel_conditioning(mlp(5, 32, 2, 1, activation="relu"), torch.randn(10, 5)
+                               ).theory_skipped is None

@@ -85,13 +85,26 @@ def test_activation_specs_and_objects():
     [
         ({"depth": 4, "skip": 1.0}, "odd depth"),
         ({"depth": 0}, "depth an integer >= 1"),
-        ({"norm": "group"}, "norm in"),
+        ({"norm": "group"}, "norm None or in"),
         ({"init": "xavier"}, "init in"),
-        ({"bias_std": -1.0}, "bias_std >= 0"),
-        ({"scale": 0.0}, "scale > 0"),
+        ({"bias_std": -1.0}, "bias_std a finite number >= 0"),
+        ({"bias_std": 1.0}, "bias_std < 1 when sigma_w"),
+        ({"scale": 0.0}, "scale a finite number > 0"),
+        ({"sigma_w": float("nan")}, "sigma_w None or a finite number > 0"),
+        ({"skip_start": "act"}, "skip_start in"),
+        ({"activation": 3}, "activation an activation name"),
+        ({"dtype": torch.int64}, "floating-point torch.dtype"),
     ],
 )
 def test_bad_arguments(kwargs, match):
     args = {"d_in": 3, "width": 4, "depth": 3, "d_out": 2} | kwargs
     with pytest.raises(InvalidInputError, match=match):
         mlp(args.pop("d_in"), args.pop("width"), args.pop("depth"), args.pop("d_out"), **args)
+
+
+def test_numpy_integer_sizes_give_python_ints_in_the_config():
+    import numpy as np
+
+    net = mlp(np.int64(3), np.int64(4), np.int64(3), np.int64(2))
+    assert all(type(getattr(net.config, k)) is int for k in ("d_in", "width", "depth", "d_out"))
+    assert net(torch.randn(2, 3)).shape == (2, 2)

@@ -157,3 +157,27 @@ def test_bad_inputs_to_wrappers():
         unit_scale(get("constant", value=0.0))
     with pytest.raises(InvalidInputError, match="Fix:"):
         debias(3.0)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: modify("tanh", scale=0), "scale a finite nonzero number"),
+    (lambda: modify("tanh", dilation=float("inf")), "dilation a finite nonzero number"),
+    (lambda: modify("tanh", shift="1"), "shift a finite number"),
+    (lambda: modify(3), "act an Activation or a registry name"),
+    (lambda: debias(None), "act an Activation or a registry name"),
+    (lambda: from_spec(""), "spec an activation spec string"),
+    (lambda: expectation(np.tanh, -1.0), "q real values >= 0"),
+    (lambda: expectation(np.tanh, 1.0, breakpoints=(float("nan"),)), "breakpoints a sequence"),
+    (lambda: cross_expectation(np.tanh, np.tanh, 1.5), "rho real values in \\[-1, 1\\]"),
+    (lambda: cross_expectation(np.tanh, "tanh", 0.5), "g a callable"),
+    (lambda: expectation(np.tanh, rule="hermite"), "rule a Quadrature rule"),
+])
+def test_declared_options_are_refused_with_their_range(call, match):
+    with pytest.raises(InvalidInputError, match=f"expected {match}.*got .*Fix"):
+        call()
+
+
+def test_numpy_scalars_are_accepted_as_parameters():
+    act = modify("tanh", scale=np.float64(2.0), dilation=np.int64(3))
+    assert act.params == {"scale": 2.0, "dilation": 3.0, "shift": 0.0, "offset": 0.0}
+    assert all(type(v) is float for v in act.params.values())

@@ -109,3 +109,11 @@ def test_bad_kink(b):
         NormReLU(b)
     with pytest.raises(InvalidInputError, match="expected"):
         get("norm_relu", b=b)
+
+
+def test_norm_relu_constants_declares_b():
+    from nngauge.activations import norm_relu_constants
+
+    for bad in (float("nan"), "0.5", None):
+        with pytest.raises(InvalidInputError, match="expected b a finite number"):
+            norm_relu_constants(bad)

@@ -108,10 +108,10 @@ def test_gaussian_mean_closed_and_quadrature():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"rho": 1.5}, "rho in \\[-1, 1\\]"),
-        ({"rho": np.nan}, "finite rho"),
-        ({"rho": 0.2, "q1": -1.0}, "variance q1 >= 0"),
-        ({"rho": 0.2, "q2": np.inf}, "finite q2"),
+        ({"rho": 1.5}, "expected rho real values in \\[-1, 1\\]"),
+        ({"rho": np.nan}, "expected rho real values in \\[-1, 1\\].*got rho=nan"),
+        ({"rho": 0.2, "q1": -1.0}, "expected q1 real values >= 0"),
+        ({"rho": 0.2, "q2": np.inf}, "expected q2 real values >= 0.*got q2=inf"),
         ({"rho": 0.2, "method": "exact"}, "method in"),
     ],
 )

@@ -251,3 +251,11 @@ def test_bad_generator_and_widths():
         sample_description(0, 0, 2)
     with pytest.raises(InvalidInputError, match="d_out"):
         sample_architecture(0, 10, 2.5)
+
+
+def test_numpy_seeds_and_widths_are_accepted_and_bad_seeds_refused():
+    assert sample_description(np.int64(3), np.int64(10), np.int64(2)) == sample_description(3, 10, 2)
+    assert type(sample_description(np.int64(3), np.int64(10), 2).d_in) is int
+    for bad in (-1, 2.0, "0", None):
+        with pytest.raises(InvalidInputError, match="generator a torch.Generator or an integer"):
+            sample_architecture(bad, 10, 2)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from nngauge.activations import get
-from nngauge.errors import InvalidInputError, UnknownNameError
+from nngauge.errors import InvalidInputError
 from nngauge.theory._correlation import correlation_map
 from nngauge.theory._critical import critical_init
 from nngauge.theory._gaussian import hermite_coefficients
@@ -130,5 +130,5 @@ def test_bad_input_says_expected_got_fix():
             case()
         message = str(info.value)
         assert "expected" in message and "got" in message and "Fix:" in message
-    with pytest.raises(UnknownNameError, match="layernorm"):
+    with pytest.raises(InvalidInputError, match="arch in .*layernorm"):
         shrinkage_bound("erf", 3, rho_max=0.5, arch="mlp")

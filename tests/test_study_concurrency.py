@@ -379,7 +379,7 @@ def test_ctrl_c_exits_130_keeping_the_finished_units(tmp_path):
         wait_until(lambda: count(url, units) == 1, 60, "the first unit is written")
         spawned = list(children(driver.pid))
         driver.send_signal(signal.SIGINT)  # the second unit trains for minutes
-        _, err = driver.communicate(timeout=20)
+        _, err = driver.communicate(timeout=60)
     finally:
         stop_session(driver)
     assert driver.returncode == 130, err

@@ -143,3 +143,11 @@ def test_columns_that_appear_later_reach_every_sink(tmp_path):
 def test_bad_schedules_raise_with_expected_got_fix(call):
     with pytest.raises(NNGaugeError, match="expected .*got .*Fix"):
         call()
+
+
+def test_log_steps_declares_its_counts():
+    assert log_steps(np.int64(4), np.int64(100)) == log_steps(4, 100)
+    with pytest.raises(NNGaugeError, match="log_steps\\(\\) expected stop an integer >= 0"):
+        log_steps(2, 2.5)
+    with pytest.raises(NNGaugeError, match="expected n_per_decade an integer >= 1"):
+        log_steps(True, 10)

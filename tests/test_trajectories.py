@@ -210,7 +210,7 @@ def test_bad_arguments():
     with pytest.raises(NNGaugeError, match="eval"):
         trajectory_length(model, traj)
     model.eval()
-    with pytest.raises(NNGaugeError, match="tol > 0"):
+    with pytest.raises(NNGaugeError, match="tol a finite number > 0"):
         trajectory_length(model, traj, tol=0)
     with pytest.raises(NNGaugeError, match="max_points"):
         trajectory_length(model, traj, max_points=1)
@@ -249,3 +249,13 @@ def test_user_tensor_of_points_is_a_polyline():
     res = trajectory_length(model, pts)
     assert res.lengths[0] == pytest.approx(9.0) and res.kind == "points"
     assert isinstance(as_trajectory(pts), Trajectory)
+
+
+def test_point_counts_are_declared():
+    x0, x1 = torch.zeros(3), torch.ones(3)
+    assert len(line(x0, x1, np.int64(5))) == 5 and len(arc(x0, x1, np.int64(3))) == 3
+    for bad in (1, 2.0, "5", True):
+        with pytest.raises(NNGaugeError, match="expected n an integer >= 2"):
+            through(torch.eye(3), bad)
+    with pytest.raises(NNGaugeError, match="expected where"):
+        as_trajectory(torch.eye(3), where=3)

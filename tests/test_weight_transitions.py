@@ -93,5 +93,5 @@ def test_more_pieces_than_the_budget_are_refused_before_they_are_made():
     delta = {"weight": torch.randn(12, 12, generator=gen, dtype=torch.float64)}
     with pytest.raises(BudgetExceededError, match="max_pieces=10"):
         weight_transitions(net, x, module="2", direction=delta, max_pieces=10)
-    with pytest.raises(NNGaugeError, match="max_pieces an integer >= 1"):
+    with pytest.raises(NNGaugeError, match="max_pieces None or an integer >= 1"):
         weight_transitions(net, x, module="2", direction=delta, max_pieces=0)

@@ -311,3 +311,33 @@ def test_elementwise_activations():
     x = torch.randn(50)
     torch.testing.assert_close(acts[0](x), x * torch.sigmoid(1.702 * x))
     torch.testing.assert_close(acts[2](x), nn.functional.silu(x))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: vit(dropout=1.5), "dropout a number in \\[0, 1\\]"),
+    (lambda: gpt(dropout=-0.1), "dropout a number in \\[0, 1\\]"),
+    (lambda: dropout_mlp(p=2.0), "p a number in \\[0, 1\\]"),
+    (lambda: resnet18(blocks=(2, 0)), "blocks a non-empty list"),
+    (lambda: resnet18(blocks=()), "blocks a non-empty list"),
+    (lambda: resnet_small(width=0), "width an integer >= 1"),
+    (lambda: bert(heads=2.0), "heads an integer >= 1"),
+    (lambda: lstm_classifier(seq_len=0), "seq_len None or an integer >= 1"),
+    (lambda: elementwise_zoo_net(seed=-1), "seed an integer in"),
+    (lambda: sample_inputs(3, 2), "entry_or_name a ZooEntry"),
+    (lambda: sample_labels("lstm", -1), "n an integer >= 0"),
+])
+def test_declared_options_are_refused_with_their_range(call, match):
+    with pytest.raises(InvalidInputError, match=f"expected {match}.*got .*Fix"):
+        call()
+
+
+def test_numpy_integers_are_accepted_as_sizes_and_seeds():
+    import numpy as np
+
+    i = np.int64
+    a, b = resnet_small(i(5), width=i(4), seed=i(3)), resnet_small(5, width=4, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert lstm_classifier(i(5), i(16), num_layers=i(1), seq_len=i(8))(torch.randn(2, 40)).shape \
+        == (2, 3)
+    assert torch.equal(sample_inputs("lstm", i(2), seed=i(1)), sample_inputs("lstm", 2, seed=1))
+    assert sample_labels("lstm", i(3), seed=i(1)).shape == (3,)

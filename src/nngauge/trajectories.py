@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from nngauge._internal.constraints import Instance, Integer, constrained
 from nngauge.errors import invalid
 
 Kind = Literal["line", "arc", "through", "points"]
@@ -72,6 +73,7 @@ class Trajectory:
         return self.anchors, _anchor_times(len(self.anchors))
 
 
+@constrained(n=Integer(2))
 def line(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
     """The segment x(t) = (1 - t) x0 + t x1 at n equally spaced t in [0, 1].
 
@@ -88,9 +90,10 @@ def line(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
         >>> traj.points[2].tolist(), traj.kind
         ([0.5, 0.5, 0.5], 'line')
     """
-    return _build("line", _endpoints(x0, x1, "line()"), _check_n(n, "line()"))
+    return _build("line", _endpoints(x0, x1, "line()"), int(n))
 
 
+@constrained(n=Integer(2))
 def arc(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
     """The arc x(t) = cos(pi t / 2) x0 + sin(pi t / 2) x1 at n equally spaced t in [0, 1]
     (Raghu et al. 2017, figures 2 and 13: a circular trajectory between two inputs).
@@ -105,9 +108,10 @@ def arc(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
         >>> [round(v, 4) for v in traj.points[1].tolist()]
         [0.7071, 0.7071]
     """
-    return _build("arc", _endpoints(x0, x1, "arc()"), _check_n(n, "arc()"))
+    return _build("arc", _endpoints(x0, x1, "arc()"), int(n))
 
 
+@constrained(n=Integer(2))
 def through(points: Any, n: int = 1000) -> Trajectory:
     """The piecewise-linear path through data points p_0, ..., p_{m-1}, p_j at t = j / (m - 1)
     (trajectory regularization, Raghu et al. 2017 section 3, interpolates between inputs).
@@ -117,7 +121,7 @@ def through(points: Any, n: int = 1000) -> Trajectory:
 
     Args:
         points: (m, ...) data points, m >= 2, consecutive points distinct.
-        n: number of points (>= m).
+        n: number of points (>= 2; rounded up as above, so at least m).
 
     Example:
         >>> import torch
@@ -125,9 +129,11 @@ def through(points: Any, n: int = 1000) -> Trajectory:
         >>> traj.points.reshape(-1).tolist()
         [0.0, 0.5, 1.0, 2.0, 3.0]
     """
-    return _build("through", _anchor_points(points, "through()"), _check_n(n, "through()"))
+    return _build("through", _anchor_points(points, "through()"), int(n))
 
 
+@constrained(where=Instance((str,), "the name of the calling function (for error messages), "
+                                 "e.g. 'trajectory_length()'", (3, None, ("f()",))))
 def as_trajectory(value: Any, where: str = "as_trajectory()") -> Trajectory:
     """A :class:`Trajectory` as given, or the polyline through a user tensor of points (n, ...)
     (kind "points", parameters t_i = i / (n - 1))."""
@@ -314,8 +320,3 @@ def _anchor_points(points: Any, where: str) -> torch.Tensor:
                       "drop repeated consecutive points")
     return anchors
 
-
-def _check_n(n: Any, where: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise invalid(where, "n an integer >= 2", f"n={n!r}", "pass the number of points")
-    return int(n)

@@ -63,6 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nngauge._internal.constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
 from nngauge.errors import UnknownNameError, invalid
 
 __all__ = [
@@ -96,6 +97,37 @@ __all__ = [
 ]
 
 
+Stem = Literal["imagenet", "cifar"]
+Layout = Literal["torchvision", "timm"]
+
+SIZE = Integer(1)
+"""A width, depth, channel or class count."""
+SEED = Integer(0, 2**64 - 1)
+"""A seed, as ``torch.Generator.manual_seed`` takes it."""
+PROBABILITY = Real(0, 1)
+"""A dropout probability."""
+
+
+def _counts(multiple: int, what: str) -> Check:
+    """A non-empty list or tuple of integers >= ``multiple``, each a multiple of it."""
+    return Check(lambda v: isinstance(v, (list, tuple)) and bool(v) and all(
+        Integer(multiple).accepts(c) and c % multiple == 0 for c in v), what,
+        ((), (multiple, 0), (multiple + 1,) if multiple > 1 else (2.0,), "2"))
+
+
+_RESNET_OPTIONS = dict(
+    num_classes=SIZE, in_channels=SIZE, width=SIZE,
+    blocks=_counts(1, "a non-empty list or tuple of positive block counts, one per stage"),
+    stem=Choice.literal(Stem), layout=Choice.literal(Layout), seed=SEED)
+_VIT_OPTIONS = dict(image_size=SIZE, patch_size=SIZE, in_channels=SIZE, dim=SIZE, depth=SIZE,
+                    heads=SIZE, mlp_ratio=Real(0, low_open=True), num_classes=SIZE,
+                    dropout=PROBABILITY, seed=SEED)
+_GPT_OPTIONS = dict(vocab_size=SIZE, block_size=SIZE, dim=SIZE, depth=SIZE, heads=SIZE,
+                    dropout=PROBABILITY, seed=SEED)
+"""Declared once for each builder and its fast variant (``resnet_small``, ``vit_small``,
+``gpt_small``)."""
+
+
 @contextlib.contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     """Seed the CPU random generator for the block and restore its state afterwards.
@@ -104,13 +136,8 @@ def _seeded(seed: int) -> Iterator[None]:
     generator, which ``fork_rng(devices=[])`` does not restore); models are built on the CPU.
     """
     with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed)
+        torch.default_generator.manual_seed(int(seed))
         yield
-
-
-def _check_choice(where: str, name: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise invalid(where, f"{name} in {set(choices)}", f"{name}={value!r}", "pick one")
 
 
 def _kaiming_fan_out(model: nn.Module) -> None:
@@ -237,14 +264,15 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+@constrained(**_RESNET_OPTIONS)
 def resnet18(
     num_classes: int = 10,
     *,
     in_channels: int = 3,
     width: int = 64,
     blocks: Sequence[int] = (2, 2, 2, 2),
-    stem: Literal["imagenet", "cifar"] = "imagenet",
-    layout: Literal["torchvision", "timm"] = "torchvision",
+    stem: Stem = "imagenet",
+    layout: Layout = "torchvision",
     seed: int = 0,
 ) -> ResNet:
     """ResNet-18 (BasicBlocks, BatchNorm2d), as torchvision's ``resnet18`` or timm's.
@@ -273,20 +301,19 @@ def resnet18(
         >>> resnet18(stem="cifar", width=8)(torch.randn(2, 3, 16, 16)).shape
         torch.Size([2, 10])
     """
-    _check_choice("resnet18()", "stem", stem, ("imagenet", "cifar"))
-    _check_choice("resnet18()", "layout", layout, ("torchvision", "timm"))
     with _seeded(seed):
         return ResNet(num_classes, in_channels, width, blocks, stem, layout)
 
 
+@constrained(**_RESNET_OPTIONS)
 def resnet_small(
     num_classes: int = 10,
     *,
     in_channels: int = 3,
     width: int = 16,
     blocks: Sequence[int] = (1, 1, 1, 1),
-    stem: Literal["imagenet", "cifar"] = "imagenet",
-    layout: Literal["torchvision", "timm"] = "torchvision",
+    stem: Stem = "imagenet",
+    layout: Layout = "torchvision",
     seed: int = 0,
 ) -> ResNet:
     """A fast :func:`resnet18` for tests: width 16, one block per stage.
@@ -407,6 +434,7 @@ class VisionTransformer(nn.Module):
         return self.head(self.norm(x)[:, 0])
 
 
+@constrained(**_VIT_OPTIONS)
 def vit(
     image_size: int = 32,
     patch_size: int = 4,
@@ -453,6 +481,7 @@ def vit(
                                  mlp_ratio, num_classes, dropout)
 
 
+@constrained(**_VIT_OPTIONS)
 def vit_small(
     image_size: int = 32,
     patch_size: int = 4,
@@ -599,6 +628,7 @@ class GPT(nn.Module):
         return {"logits": self.lm_head(h), "hidden_states": h}
 
 
+@constrained(**_GPT_OPTIONS)
 def gpt(
     vocab_size: int = 256,
     block_size: int = 64,
@@ -645,6 +675,7 @@ def gpt(
         return GPT(vocab_size, block_size, dim, depth, heads, dropout)
 
 
+@constrained(**_GPT_OPTIONS)
 def gpt_small(
     vocab_size: int = 64,
     block_size: int = 16,
@@ -829,6 +860,8 @@ class BertClassifier(nn.Module):
                            pooler_output=pooled)
 
 
+@constrained(vocab_size=SIZE, max_len=SIZE, dim=SIZE, depth=SIZE, heads=SIZE, num_classes=SIZE,
+             seed=SEED)
 def bert(
     vocab_size: int = 256,
     max_len: int = 64,
@@ -900,6 +933,8 @@ class LSTMClassifier(nn.Module):
         return self.fc(out[:, -1])
 
 
+@constrained(d_in=SIZE, hidden=SIZE, num_layers=SIZE, num_classes=SIZE,
+             seq_len=Maybe(SIZE), vocab_size=Maybe(SIZE), seed=SEED)
 def lstm_classifier(
     d_in: int = 40,
     hidden: int = 64,
@@ -941,7 +976,9 @@ def lstm_classifier(
                       "input), not both", f"seq_len={seq_len}, vocab_size={vocab_size}",
                       "drop one")
     with _seeded(seed):
-        return LSTMClassifier(d_in, hidden, num_layers, num_classes, seq_len, vocab_size)
+        return LSTMClassifier(int(d_in), int(hidden), int(num_layers), int(num_classes),
+                              None if seq_len is None else int(seq_len),
+                              None if vocab_size is None else int(vocab_size))
 
 
 # --------------------------------------------------------------------------------------------
@@ -949,6 +986,9 @@ def lstm_classifier(
 # --------------------------------------------------------------------------------------------
 
 
+@constrained(in_channels=SIZE, num_classes=SIZE,
+             channels=_counts(4, "a non-empty list or tuple of channel counts, each a positive "
+                                "multiple of 4 (GroupNorm(4))"), seed=SEED)
 def groupnorm_cnn(
     in_channels: int = 3,
     num_classes: int = 10,
@@ -970,9 +1010,6 @@ def groupnorm_cnn(
         The model in train mode: (b, in_channels, H, W) -> (b, num_classes); H and W are
         halved by each stage.
     """
-    if any(c % 4 for c in channels):
-        raise invalid("groupnorm_cnn()", "channels that are multiples of 4 (GroupNorm(4))",
-                      f"channels={tuple(channels)}", "round them to multiples of 4")
     with _seeded(seed):
         layers: list[nn.Module] = []
         for c_in, c_out in zip((in_channels, *channels), channels):
@@ -1062,6 +1099,7 @@ class MobileNetBlockNet(nn.Module):
         return self.classifier(self.flatten(self.global_pool(x)))
 
 
+@constrained(in_channels=SIZE, num_classes=SIZE, width=SIZE, seed=SEED)
 def mobilenet_block_net(
     in_channels: int = 3,
     num_classes: int = 10,
@@ -1160,6 +1198,7 @@ class ConvNeXtBlockNet(nn.Module):
         return self.head(self.head_norm(x.mean((2, 3))))
 
 
+@constrained(in_channels=SIZE, num_classes=SIZE, dim=SIZE, depth=SIZE, seed=SEED)
 def convnext_block_net(
     in_channels: int = 3,
     num_classes: int = 10,
@@ -1192,6 +1231,7 @@ def convnext_block_net(
         return ConvNeXtBlockNet(in_channels, num_classes, dim, depth)
 
 
+@constrained(d_in=SIZE, width=SIZE, depth=SIZE, num_classes=SIZE, p=PROBABILITY, seed=SEED)
 def dropout_mlp(
     d_in: int = 40,
     width: int = 64,
@@ -1239,6 +1279,7 @@ class Swish(nn.Module):
         return x * torch.sigmoid(x)
 
 
+@constrained(d_in=SIZE, width=SIZE, num_classes=SIZE, seed=SEED)
 def elementwise_zoo_net(
     d_in: int = 16,
     width: int = 32,
@@ -1396,6 +1437,11 @@ def _entry(entry_or_name: ZooEntry | str, where: str) -> ZooEntry:
     return ZOO[entry_or_name]
 
 
+ENTRY = Instance((ZooEntry, str), "a ZooEntry or the name of one in nngauge.zoo.ZOO",
+                 (3, None, ("lstm",)))
+
+
+@constrained(entry_or_name=ENTRY, n=Integer(0), seed=SEED)
 def sample_inputs(entry_or_name: ZooEntry | str, n: int, *, seed: int = 0) -> torch.Tensor:
     """``n`` inputs for a zoo model: standard Gaussian floats, or uniform int64 token ids.
 
@@ -1414,13 +1460,14 @@ def sample_inputs(entry_or_name: ZooEntry | str, n: int, *, seed: int = 0) -> to
         (torch.Size([3, 16]), torch.Size([3, 3, 32, 32]))
     """
     entry = _entry(entry_or_name, "sample_inputs()")
-    generator = torch.Generator().manual_seed(seed)
-    shape = (n, *entry.input_shape)
+    generator = torch.Generator().manual_seed(int(seed))
+    shape = (int(n), *entry.input_shape)
     if entry.input_kind == "tokens":
         return torch.randint(0, entry.vocab_size, shape, generator=generator)
     return torch.randn(shape, generator=generator).to(entry.dtype)
 
 
+@constrained(entry_or_name=ENTRY, n=Integer(0), seed=SEED)
 def sample_labels(entry_or_name: ZooEntry | str, n: int, *, seed: int = 0) -> torch.Tensor:
     """``n`` uniform int64 labels for a zoo model: classes, or next tokens for a language model.
 
@@ -1439,5 +1486,6 @@ def sample_labels(entry_or_name: ZooEntry | str, n: int, *, seed: int = 0) -> to
         (torch.Size([3, 16]), torch.Size([3]))
     """
     entry = _entry(entry_or_name, "sample_labels()")
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, entry.num_classes, (n, *entry.label_shape), generator=generator)
+    generator = torch.Generator().manual_seed(int(seed))
+    return torch.randint(0, entry.num_classes, (int(n), *entry.label_shape),
+                         generator=generator)

@@ -35,19 +35,19 @@ from __future__ import annotations
 import copy
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
+from torch._C._functorch import is_functorch_wrapped_tensor
 
+from nngauge._internal.constraints import NORM_MODES, NormMode  # noqa: F401  (re-exported)
 from nngauge._internal.data import Batch, as_batches, collect
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.sites import Site, SiteKind, SiteRecorder, discover_sites, resolve_sites
 from nngauge._internal.sites import unclassified as unclassified_sites
 from nngauge.errors import invalid, rejected_inputs
 
-NormMode = Literal["train", "eval", "frozen"]
-NORM_MODES = ("train", "eval", "frozen")
 FROZEN_SAMPLES = 1024
 """Samples whose batch statistics fix batchnorm for ``norm_mode="frozen"``."""
 LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -176,6 +176,24 @@ def measurement_context() -> Iterator[None]:
         yield
 
 
+def require_real_finite_weights(model: nn.Module, where: str) -> None:
+    """Refuse meta-device weights (no values) and NaN or infinite parameters or buffers:
+    every number measured from them would be meaningless."""
+    tensors = list(model.named_parameters()) + list(model.named_buffers())
+    meta = [name for name, t in tensors if t.is_meta]
+    if meta:
+        raise invalid(where, "a model whose parameters hold values",
+                      f"meta-device tensors {meta[:5]}",
+                      "materialize the model (model.to_empty(device='cpu'), then load or "
+                      "initialize its weights)")
+    bad = [name for name, t in tensors
+           if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise invalid(where, "a model whose parameters and buffers are finite",
+                      f"NaN or inf in {bad[:5]}", "reload or reinitialize the weights "
+                      "(a diverged training run: lower the learning rate)")
+
+
 class ModelAdapter:
     """How one measure call runs ``model`` (see the module docstring).
 
@@ -189,11 +207,15 @@ class ModelAdapter:
         norm_mode: "train", "eval", "frozen" or None (batchnorm as found).
         dropout: keep dropout and other train-time randomness on.
         where: the measure's name, for error messages.
+        precision: the least precise floating dtype the measure can resolve its quantity in
+            (default float32); a model in a less precise dtype (float16, bfloat16, or float32
+            when precision is float64) is measured on an upcast copy, which :attr:`mode` says.
     """
 
     def __init__(self, model: nn.Module, *, output: Any = None,
                  input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
-                 dropout: bool = False, where: str = "measure()") -> None:
+                 dropout: bool = False, where: str = "measure()",
+                 precision: torch.dtype = torch.float32) -> None:
         if not isinstance(model, nn.Module):
             raise invalid(where, "a torch.nn.Module", f"{type(model).__name__}",
                           "pass the network object (an nn.Module)")
@@ -218,11 +240,14 @@ class ModelAdapter:
         self.norm_mode = norm_mode
         self.dropout = dropout
         dtype, _ = model_dtype_device(model)
-        self.upcast_from = dtype if dtype in LOW_PRECISION else None
-        self.model = (copy.deepcopy(model).to(torch.float32) if self.upcast_from is not None
-                      else model)
+        below = dtype is not None and dtype.is_floating_point and (
+            dtype in LOW_PRECISION or torch.finfo(dtype).eps > torch.finfo(precision).eps)
+        self.upcast_from = dtype if below else None
+        self.precision = precision
+        self.model = copy.deepcopy(model).to(precision) if below else model
         self.notes: list[str] = []
         self._output_how: Optional[str] = None
+        self._check_outputs = True
         self._input_how = input_module
         self._sites: Optional[tuple[Site, ...]] = None
         self._found_norm = self._norm_found()
@@ -235,7 +260,7 @@ class ModelAdapter:
         """Put the model in its measurement state for the block: modes set, parameters not
         requiring grad, statistics frozen when asked (from ``data``), attention through the
         math kernel, dropout drawing from ``generator``; everything restored on exit."""
-        self._require_real_finite_weights()
+        require_real_finite_weights(self.user_model, self.where)
         with ExitStack() as stack:
             stack.enter_context(preserved_state(self.user_model))
             if self.model is not self.user_model:
@@ -250,24 +275,6 @@ class ModelAdapter:
             if self.norm_mode == "frozen":
                 stack.enter_context(self._frozen_statistics(data))
             yield self
-
-    def _require_real_finite_weights(self) -> None:
-        """Refuse meta-device weights (no values) and NaN or infinite parameters or buffers:
-        every number measured from them would be meaningless."""
-        tensors = list(self.user_model.named_parameters()) + list(
-            self.user_model.named_buffers())
-        meta = [name for name, t in tensors if t.is_meta]
-        if meta:
-            raise invalid(self.where, "a model whose parameters hold values",
-                          f"meta-device tensors {meta[:5]}",
-                          "materialize the model (model.to_empty(device='cpu'), then load or "
-                          "initialize its weights)")
-        bad = [name for name, t in tensors
-               if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-        if bad:
-            raise invalid(self.where, "a model whose parameters and buffers are finite",
-                          f"NaN or inf in {bad[:5]}", "reload or reinitialize the weights "
-                          "(a diverged training run: lower the learning rate)")
 
     def _set_modes(self) -> None:
         found = {m: m.training for m in self.model.modules()}
@@ -360,11 +367,14 @@ class ModelAdapter:
         return collect(data, where=self.where, max_samples=max_samples, require_float=False)
 
     def prepare_raw(self, raw: torch.Tensor) -> torch.Tensor:
-        """Raw inputs on the model's device; floating inputs in its dtype (a copy)."""
+        """Raw inputs on the model's device; floating inputs in its dtype (a copy; for a model
+        without floating parameters, in the inputs' dtype or ``precision`` if that is finer)."""
         dtype, device = model_dtype_device(self.model)
         if raw.is_floating_point():
-            return raw.detach().to(dtype=dtype or raw.dtype, device=device or raw.device,
-                                   copy=True)
+            if dtype is None:
+                finer = torch.finfo(self.precision).eps < torch.finfo(raw.dtype).eps
+                dtype = self.precision if finer else raw.dtype
+            return raw.detach().to(dtype=dtype, device=device or raw.device, copy=True)
         return raw.detach().to(device=device or raw.device)
 
     def weights(self, purpose: str) -> dict[str, torch.Tensor]:
@@ -489,11 +499,40 @@ class ModelAdapter:
                 raise
             raise rejected_inputs(self.where, inputs.shape, inputs.dtype, exc) from exc
 
+    @contextmanager
+    def perturbed(self) -> Iterator[None]:
+        """Within: outputs at points a measure moved away from the given data or weights
+        (region-size walks, perturbed weights) are not checked for NaN or inf, which may
+        legitimately appear there (an overflow far out); the outputs at the data are."""
+        previous, self._check_outputs = self._check_outputs, False
+        try:
+            yield
+        finally:
+            self._check_outputs = previous
+
     def select(self, out: Any) -> torch.Tensor:
-        """The measured tensor of a model output (see :func:`select_output`)."""
+        """The measured tensor of a model output (see :func:`select_output`), refused when it
+        holds NaN or inf (checked outside torch.func transforms, where values are concrete):
+        no measure reports a number computed from them."""
         tensor, how = select_output(out, self.output, where=self.where)
         self._output_how = how
+        if self._check_outputs:
+            self.require_finite(tensor)
         return tensor
+
+    def require_finite(self, tensor: torch.Tensor) -> None:
+        """Refuse an output (at the given data and weights) holding NaN or inf; values inside
+        torch.func transforms are not concrete and are not checked."""
+        if (tensor.is_floating_point() and not is_functorch_wrapped_tensor(tensor)
+                and not bool(torch.isfinite(tensor.detach()).all())):
+            bad = int((~torch.isfinite(tensor.detach())).sum())
+            raise invalid(self.where, "finite model outputs",
+                          f"NaN or inf in {bad} of {tensor.numel()} output entries (finite "
+                          "weights and inputs)",
+                          "find the operation that produces them, e.g. with "
+                          "torch.autograd.detect_anomaly() or forward hooks checking "
+                          "torch.isfinite: a log, sqrt or division of a non-positive value, or an "
+                          "overflow in float16 / float32")
 
     # -------------------------------------------------------------------------------- sites
 

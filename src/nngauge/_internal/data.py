@@ -158,9 +158,19 @@ def _from_item(item: Any, where: str) -> Batch:
 
 def _check_batch(batch: Batch, where: str, require_float: bool) -> None:
     x = batch.inputs
+    if x.is_meta:
+        raise invalid(where, "inputs holding values", "meta-device inputs (shapes only)",
+                      "materialize the data on a real device (e.g. the CPU) first")
     if x.dim() == 0:
         raise invalid(where, "inputs with a sample dimension first", "a scalar",
                       "pass a tensor of shape (n_samples, ...)")
+    if x.dim() == 1:
+        n = len(x)
+        raise invalid(where, "inputs of shape (n_samples, *sample_shape): a batch dimension "
+                      "first, then the shape the model's first layer reads",
+                      f"a 1-D tensor of shape ({n},), which is ambiguous",
+                      f"pass x[None] for one sample of {n} features, or x[:, None] for {n} "
+                      "samples of one feature")
     if x.dtype == torch.bool or x.is_complex() or (require_float and not x.is_floating_point()):
         raise invalid(where, "floating-point inputs" + ("" if require_float else
                       " or integer token ids"), f"dtype {x.dtype}",

@@ -211,16 +211,19 @@ def block_sites(model: nn.Module, sites: Sequence[Site], kinds: Sequence[SiteKin
     modules = dict(model.named_modules())
     blocks = {name for name, module in modules.items() if any(True for _ in module.children())
               and isinstance(modules.get(name.rpartition(".")[0]), CONTAINERS) and name}
-    keep: dict[str, Site] = {}
+    outside: set[str] = set()
+    by_block: dict[str, Site] = {}  # one site per block, replaced as the forward pass goes on
     for site in sites:
         owner = _owner(site.module_name, blocks)
         if owner is None:
             if site.kind in kinds:
-                keep[site.name] = site
-        elif site.module_name == owner or (site.kind in kinds and not any(
-                k.module_name == owner for k in keep.values() if not k.leaf)):
-            keep = {n: k for n, k in keep.items() if _owner(k.module_name, blocks) != owner}
-            keep[site.name] = site
+                outside.add(site.name)
+            continue
+        current = by_block.get(owner)
+        block_output = current is not None and not current.leaf and current.module_name == owner
+        if site.module_name == owner or (site.kind in kinds and not block_output):
+            by_block[owner] = site
+    keep = outside | {site.name for site in by_block.values()}
     grouped = [s for s in sites if s.name in keep]
     if len(grouped) > limit:  # evenly thinned, keeping the first and the last
         step = -(-(len(grouped) - 1) // (limit - 1))

@@ -25,6 +25,8 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 
+from nngauge._internal.constraints import CALLABLE, Array, Check, Instance, Integer, Real, constrained
+
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 
 HALF_WIDTH = 10.0
@@ -57,6 +59,17 @@ class Quadrature:
 DEFAULT_QUADRATURE = Quadrature()
 FAST_QUADRATURE = Quadrature("legendre", degree=8, segments=8)
 
+RULE = Instance((Quadrature,), "a Quadrature rule, e.g. nngauge.activations.DEFAULT_QUADRATURE",
+                ("legendre", None, 16))
+BREAKPOINTS = Check(lambda v: not isinstance(v, (str, bytes)) and all(Real().accepts(b) for b in v),
+                    "a sequence of finite numbers (possibly empty)",
+                    ("0", 0.0, (float("nan"),), ("a",), None))
+"""Points where an integrand is not smooth (an Activation's ``breakpoints``)."""
+SPLITS = Check(lambda v: not isinstance(v, (str, bytes)) and np.asarray(v, dtype=np.float64).ndim >= 1
+               and not np.isnan(np.asarray(v, dtype=np.float64)).any(),
+               "split points as a real array of shape (..., k), without NaN (k may be 0)",
+               (0.5, "0", [float("nan")], [["a"]]))
+
 
 @lru_cache(maxsize=None)
 def _legendre_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,6 +83,7 @@ def _hermite_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x, w / w.sum()
 
 
+@constrained(splits=SPLITS, rule=RULE)
 def standard_normal_rule(splits: np.ndarray, rule: Quadrature) -> tuple[np.ndarray, np.ndarray]:
     """Nodes z and weights w with sum(w * h(z)) ~ E[h(z)], z ~ N(0, 1).
 
@@ -81,6 +95,11 @@ def standard_normal_rule(splits: np.ndarray, rule: Quadrature) -> tuple[np.ndarr
     Returns:
         z, w of shape (..., P): P = (segments + k) * degree for legendre, degree for hermite.
     """
+    return _rule(splits, rule)
+
+
+def _rule(splits: np.ndarray, rule: Quadrature) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`standard_normal_rule` without the checks (the quadratures' inner loop)."""
     splits = np.asarray(splits, dtype=np.float64)
     batch = splits.shape[:-1]
     if rule.method == "hermite":
@@ -109,6 +128,7 @@ def _scaled_splits(breakpoints: Sequence[float], scale: np.ndarray) -> np.ndarra
     return out
 
 
+@constrained(fn=CALLABLE, q=Array(0), breakpoints=BREAKPOINTS, rule=RULE)
 def expectation(
     fn: ArrayFn,
     q: np.ndarray | float = 1.0,
@@ -119,10 +139,11 @@ def expectation(
     """E[fn(sqrt(q) z)] for z ~ N(0, 1), elementwise over an array of variances q >= 0."""
     q = np.asarray(q, dtype=np.float64)
     scale = np.sqrt(q)
-    z, w = standard_normal_rule(_scaled_splits(breakpoints, scale), rule)
+    z, w = _rule(_scaled_splits(breakpoints, scale), rule)
     return np.sum(w * fn(scale[..., None] * z), axis=-1)
 
 
+@constrained(fn=CALLABLE, n=Integer(1), q=Real(0), breakpoints=BREAKPOINTS, rule=RULE)
 def hermite_coefficients(
     fn: ArrayFn,
     n: int,
@@ -138,7 +159,7 @@ def hermite_coefficients(
     appendix C.4, shrinkage paper section 2).
     """
     scale = float(np.sqrt(q))
-    z, w = standard_normal_rule(_scaled_splits(breakpoints, np.asarray(scale)), rule)
+    z, w = _rule(_scaled_splits(breakpoints, np.asarray(scale)), rule)
     values = w * fn(scale * z)
     coeffs = np.empty(n)
     h_prev, h = np.zeros_like(z), np.ones_like(z)
@@ -148,6 +169,8 @@ def hermite_coefficients(
     return coeffs
 
 
+@constrained(f=CALLABLE, g=CALLABLE, rho=Array(-1, 1), q1=Array(0), q2=Array(0),
+             f_breakpoints=BREAKPOINTS, g_breakpoints=BREAKPOINTS, rule=RULE)
 def cross_expectation(
     f: ArrayFn,
     g: ArrayFn,
@@ -161,8 +184,8 @@ def cross_expectation(
 ) -> np.ndarray:
     """E[f(u) g(v)], (u, v) centered Gaussian with variances q1, q2 and correlation rho.
 
-    Broadcasts rho, q1, q2 against each other and returns an array of their common shape.
-    Inputs are assumed valid (|rho| <= 1, q >= 0); public entry points validate.
+    Broadcasts rho, q1, q2 against each other and returns an array of their common shape:
+    |rho| <= 1 and q1, q2 >= 0, finite.
     """
     rho, q1, q2 = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (rho, q1, q2)))
     shape = rho.shape
@@ -190,7 +213,7 @@ def _cross_moment_flat(f, g, rho, q1, q2, f_breaks, g_breaks, rule) -> np.ndarra
     outer_splits = np.concatenate(
         [_scaled_splits(f_breaks, s1), _scaled_splits(g_breaks, rho * s2)], axis=-1
     )
-    z1, w1 = standard_normal_rule(outer_splits, rule)  # (N, P1)
+    z1, w1 = _rule(outer_splits, rule)  # (N, P1)
     b_g = np.asarray(g_breaks, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         inner_splits = np.where(
@@ -199,7 +222,7 @@ def _cross_moment_flat(f, g, rho, q1, q2, f_breaks, g_breaks, rule) -> np.ndarra
             / np.where(perp > 0.0, perp, 1.0)[:, None, None],
             HALF_WIDTH,
         ) if b_g.size else np.empty(z1.shape + (0,))
-    z2, w2 = standard_normal_rule(inner_splits, rule)  # (N, P1, P2)
+    z2, w2 = _rule(inner_splits, rule)  # (N, P1, P2)
     v = s2[:, None, None] * (rho[:, None, None] * z1[..., None] + perp[:, None, None] * z2)
     inner = np.sum(w2 * g(v), axis=-1)  # (N, P1)
     return np.sum(w1 * f(s1[:, None] * z1) * inner, axis=-1)

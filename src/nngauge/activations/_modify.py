@@ -23,6 +23,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
+from nngauge._internal.constraints import Check, Instance, Real, constrained
 from nngauge.activations._base import Activation
 from nngauge.activations._gaussian import expectation
 from nngauge.activations._registry import get
@@ -30,6 +31,13 @@ from nngauge.errors import invalid
 
 Wrapper = Literal["modify", "debias", "unit_scale", "normalize"]
 _DEFAULTS = {"scale": 1.0, "dilation": 1.0, "shift": 0.0, "offset": 0.0}
+
+ACTIVATION = Instance((Activation, str), "an Activation or a registry name (e.g. 'tanh')",
+                      (3, None, ("tanh",)))
+"""An activation argument: an :class:`Activation`, or a name :func:`get` builds."""
+NONZERO = Check(lambda v: Real().accepts(v) and v != 0, "a finite nonzero number "
+                "(0 would make the activation constant)",
+                (0, 0.0, float("nan"), float("inf"), "2", True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +59,7 @@ class ModifiedActivation(Activation):
         return f"modify({self.base.label}{args})"
 
 
+@constrained(act=ACTIVATION, scale=NONZERO, dilation=NONZERO, shift=Real(), offset=Real())
 def modify(
     act: Activation | str,
     *,
@@ -75,6 +84,7 @@ def modify(
 
     Raises:
         InvalidInputError: a parameter is not finite, or scale / dilation is 0.
+        UnknownNameError: ``act`` is a name no activation is registered under.
 
     Example:
         >>> import numpy as np
@@ -83,14 +93,8 @@ def modify(
         >>> act.label, act(np.array([0.5, 3.0]))
         ('modify(relu, scale=2, shift=-1)', array([0., 4.]))
     """
-    where = "modify()"
-    base = _as_activation(act, where)
-    c, d, t, b = (finite_param(v, n, where) for v, n in
-                  ((scale, "scale"), (dilation, "dilation"), (shift, "shift"), (offset, "offset")))
-    for name, v in (("scale", c), ("dilation", d)):
-        if v == 0.0:
-            raise invalid(where, f"a nonzero {name}", f"{name}=0",
-                          f"pass {name} != 0 (0 would make the activation constant)")
+    base = _as_activation(act)
+    c, d, t, b = float(scale), float(dilation), float(shift), float(offset)
 
     def value(x):
         return c * base.value(d * x + t) + b
@@ -118,6 +122,7 @@ def modify(
     )
 
 
+@constrained(act=ACTIVATION)
 def debias(act: Activation | str) -> Activation:
     """act - E[act(z)], z ~ N(0, 1): zero mean under a unit Gaussian (NLC appendix C).
 
@@ -127,10 +132,11 @@ def debias(act: Activation | str) -> Activation:
         >>> round(float(gaussian_mean(debias(get("relu")))), 12)
         0.0
     """
-    base = _as_activation(act, "debias()")
+    base = _as_activation(act)
     return replace(modify(base, offset=-unit_mean(base)), wrapper="debias")
 
 
+@constrained(act=ACTIVATION)
 def unit_scale(act: Activation | str) -> Activation:
     """act / sqrt(E[act(z)^2]), z ~ N(0, 1): quadratic mean 1 (NLC appendix C).
 
@@ -141,7 +147,7 @@ def unit_scale(act: Activation | str) -> Activation:
         InvalidInputError: act(z) = 0 almost surely (nothing to scale).
     """
     where = "unit_scale()"
-    base = _as_activation(act, where)
+    base = _as_activation(act)
     second = unit_second_moment(base)
     if not second > 0.0:
         raise invalid(where, "an activation with E[act(z)^2] > 0", f"{base.label} with "
@@ -149,6 +155,7 @@ def unit_scale(act: Activation | str) -> Activation:
     return replace(modify(base, scale=1.0 / np.sqrt(second)), wrapper="unit_scale")
 
 
+@constrained(act=ACTIVATION)
 def normalize(act: Activation | str) -> Activation:
     """(act - m) / s with m = E[act(z)], s^2 = Var[act(z)], z ~ N(0, 1).
 
@@ -165,7 +172,7 @@ def normalize(act: Activation | str) -> Activation:
         ('normalize(relu)', 1.0)
     """
     where = "normalize()"
-    base = _as_activation(act, where)
+    base = _as_activation(act)
     mean, second = unit_mean(base), unit_second_moment(base)
     variance = second - mean * mean
     if not variance > 1e-14 * max(second, 1e-300):
@@ -210,13 +217,8 @@ def _covariance_fn(base: Activation, c: float, d: float, t: float, b: float):
     return covariance
 
 
-def _as_activation(act, where: str) -> Activation:
-    if isinstance(act, Activation):
-        return act
-    if isinstance(act, str):
-        return get(act)
-    raise invalid(where, "an Activation or a registry name", f"{type(act).__name__}",
-                  "pass e.g. get('tanh') or 'tanh'")
+def _as_activation(act: Activation | str) -> Activation:
+    return act if isinstance(act, Activation) else get(act)
 
 
 def finite_param(value, name: str, where: str) -> float:

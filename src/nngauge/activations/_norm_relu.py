@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from nngauge._internal.constraints import Real, constrained
 from nngauge.activations._base import Activation
-from nngauge.activations._modify import finite_param
 from nngauge.activations._registry import builtin, get
 from nngauge.errors import invalid
 
@@ -142,6 +142,7 @@ def degenerate_safe(covariance, value_at_zero: float, mean):
     return safe
 
 
+@constrained(b=Real())
 def norm_relu_constants(b: float) -> tuple[float, float]:
     """(mu_b, lambda_b) of NormReLU_b in closed form (deep-conditioning appendix I).
 
@@ -154,7 +155,7 @@ def norm_relu_constants(b: float) -> tuple[float, float]:
         (1.0507009874, 0.023753)
     """
     where = "norm_relu_constants()"
-    b = finite_param(b, "b", where)
+    b = float(b)
     cdf, pdf = special.ndtr(b), _pdf(b)
     mu = b * cdf + pdf
     variance = b * b * cdf + (1.0 - cdf) + b * pdf - mu * mu

@@ -6,6 +6,7 @@ import inspect
 import re
 from typing import Any, Callable
 
+from nngauge._internal.constraints import Check, Flag, Instance, constrained
 from nngauge.activations._base import Activation
 from nngauge.errors import UnknownNameError, invalid
 
@@ -23,6 +24,17 @@ def builtin(name: str) -> Callable[[Callable[..., Activation]], Callable[..., Ac
     return decorate
 
 
+def _key(name: str) -> str:
+    """The registry key of ``name``: stripped, lower case, "-" read as "_"."""
+    return name.strip().lower().replace("-", "_")
+
+
+NEW_NAME = Check(lambda v: isinstance(v, str) and re.fullmatch(r"[a-z][a-z0-9_]*", _key(v)),
+                 "a name of letters, digits and underscores starting with a letter",
+                 (3, None, "", "1relu", "my act"))
+
+
+@constrained(name=NEW_NAME, overwrite=Flag())
 def register(name: str, *, overwrite: bool = False
              ) -> Callable[[Callable[..., Activation]], Callable[..., Activation]]:
     """Decorator adding an activation factory to the registry under ``name``.
@@ -51,10 +63,7 @@ def register(name: str, *, overwrite: bool = False
         activations.register() expected a name no activation is registered under
     """
     where = "activations.register()"
-    key = _normalized(name, where)
-    if not isinstance(overwrite, bool):
-        raise invalid(where, "overwrite True or False", f"overwrite={overwrite!r}",
-                      "pass overwrite=True to replace a registered activation")
+    key = _key(name)
     if key in _FACTORIES and not overwrite:
         raise invalid(where, "a name no activation is registered under",
                       f"{name!r}, already registered (get({key!r}) and "
@@ -67,14 +76,6 @@ def register(name: str, *, overwrite: bool = False
         return factory
 
     return decorate
-
-
-def _normalized(name: Any, where: str) -> str:
-    key = name.strip().lower().replace("-", "_") if isinstance(name, str) else None
-    if key is None or not re.fullmatch(r"[a-z][a-z0-9_]*", key):
-        raise invalid(where, "a name of letters, digits and underscores starting with a "
-                      "letter", repr(name), "pass e.g. register('my_activation')")
-    return key
 
 
 def _check_factory(factory: Any, key: str, where: str) -> None:
@@ -105,6 +106,8 @@ def names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+@constrained(name=Instance((str, Activation), "an activation name (see names()) or an "
+                                                "Activation", (3, None, ("relu",))))
 def get(name: str | Activation, **params) -> Activation:
     """The activation registered as ``name``, built with ``params``.
 
@@ -126,7 +129,7 @@ def get(name: str | Activation, **params) -> Activation:
             raise invalid("get()", "no parameters with an Activation object",
                           f"{sorted(params)}", "pass the name instead, or drop the parameters")
         return name
-    key = str(name).strip().lower().replace("-", "_")
+    key = _key(name)
     if key not in _FACTORIES:
         raise UnknownNameError(
             f"get() expected a known activation name; got {name!r}. "

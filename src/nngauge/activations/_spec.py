@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
+from nngauge._internal.constraints import Check, constrained
 from nngauge.activations._base import Activation
 from nngauge.activations._modify import debias, modify, normalize, unit_scale
 from nngauge.activations._registry import get
@@ -26,6 +27,12 @@ _WRAPPERS: dict[str, Callable[..., Activation]] = {
 }
 
 
+SPEC = Check(lambda v: isinstance(v, Activation) or (isinstance(v, str) and bool(v.strip())),
+             "an activation spec string (e.g. 'normalize(modify(tanh, dilation=1.2))') or an "
+             "Activation", (3, None, "", "  "))
+
+
+@constrained(spec=SPEC)
 def from_spec(spec: str | Activation) -> Activation:
     """Build an activation from its text spec (see the module docstring for the grammar).
 
@@ -36,8 +43,6 @@ def from_spec(spec: str | Activation) -> Activation:
     """
     if isinstance(spec, Activation):
         return spec
-    if not isinstance(spec, str) or not spec.strip():
-        raise invalid(_WHERE, "an activation spec string", repr(spec), _FIX)
     text = spec.strip()
     if ":" in text and "(" not in text:
         name, _, args = text.partition(":")

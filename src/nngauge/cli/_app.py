@@ -41,21 +41,102 @@ def _root(
     """nngauge: the instrument panel for deep neural networks."""
 
 
-def main() -> None:
-    """Console entry point: library errors become one readable line and exit code 2."""
-    try:
-        app(standalone_mode=False)
-    except NNGaugeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise SystemExit(2) from None
-    except typer.Abort:
-        raise SystemExit(1) from None
-    except typer.Exit as exc:
-        raise SystemExit(exc.exit_code) from None
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        from click.exceptions import ClickException
+EXIT_BAD_INPUT = 2
+"""Exit status of a refused input: a library error (:class:`NNGaugeError`: bad file, bad name,
+bad option) or a command-line usage error (click's own convention)."""
+EXIT_FAILED = 1
+"""Exit status of a command that could not finish (a file it could not write)."""
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT, the shell's convention)."""
 
-        if isinstance(exc, ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code) from None
-        raise
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Console entry point (``nngauge`` and ``python -m nngauge``): returns on success, raises
+    ``SystemExit`` with the status otherwise.
+
+    Exit status: 0 on success; 2 on bad input, with one ``error: ...`` line on stderr and no
+    traceback (a library error, a usage error, an unknown command); 1 when a command failed
+    (what it says on stderr; a file it could not write); 130 on Ctrl-C; a command's own code
+    when it exits with one (``typer.Exit(code)`` or ``SystemExit(code)``, e.g. ``nngauge
+    study run``: 1 when some units failed).
+
+    Click runs in non-standalone mode so that library errors can be shown as one line; in that
+    mode it *returns* the code of a ``typer.Exit`` (and recent Typer versions return 130 for
+    Ctrl-C in a command) instead of exiting with it, so the returned code becomes the
+    ``SystemExit`` here; click's usage errors, which it would print with the usage block, are
+    printed as one line too. The exception classes are looked up in both click and Typer's
+    own copy of it (which recent Typer versions carry), whichever is installed.
+    """
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except NNGaugeError as exc:
+        _error(str(exc))
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # outside a command (Typer turns one inside into code 130)
+        typer.echo("interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except _ABORTS as exc:  # a prompt refused, or Ctrl-C as older click versions report it
+        interrupted = isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt)
+        typer.echo("interrupted" if interrupted else "aborted", err=True)
+        code = EXIT_INTERRUPTED if interrupted else EXIT_FAILED
+    except _EXITS as exc:  # raised outside click's own handling
+        code = exc.exit_code
+    except _CLICK_ERRORS as exc:  # usage errors arrive here in non-standalone mode
+        message = _usage_message(exc)
+        if message:  # none when the help was shown instead (a group called without a command)
+            _error(message)
+        code = getattr(exc, "exit_code", EXIT_FAILED)
+    except OSError as exc:  # e.g. --out in a folder that does not exist or cannot be written
+        _error(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        code = EXIT_FAILED
+    status = _exit_status(code)
+    if status:
+        raise SystemExit(status)
+
+
+def _exit_status(code: object) -> int:
+    """What click returned in non-standalone mode as an exit status: the integer code of a
+    ``typer.Exit(code)``, else 0 (a command's return value: None for nngauge's commands; click
+    cannot tell a returned integer from an Exit's code, so a command returns no integer)."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        return 0
+    return code
+
+
+def _error(message: str) -> None:
+    """One line on stderr: ``error: <message>``."""
+    typer.echo("error: " + " ".join(str(message).split()), err=True)
+
+
+def _usage_message(exc: Exception) -> str:
+    """A click error as one sentence, pointing to the command's help when it has a context;
+    empty when click has printed the help instead."""
+    format_message = getattr(exc, "format_message", None)
+    message = (format_message() if callable(format_message) else str(exc)).strip()
+    ctx = getattr(exc, "ctx", None)
+    if message and ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return message
+
+
+def _classes(*paths: str) -> tuple[type, ...]:
+    """The classes at ``module:attribute`` paths that exist in the installed click / Typer
+    (recent Typer versions carry their own copy of click, whose classes are not click's)."""
+    import importlib
+
+    found = []
+    for path in paths:
+        module, _, name = path.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+_ABORTS = _classes("typer:Abort", "click.exceptions:Abort", "typer._click.exceptions:Abort")
+_EXITS = _classes("typer:Exit", "click.exceptions:Exit", "typer._click.exceptions:Exit")
+_CLICK_ERRORS = _classes("click.exceptions:ClickException",
+                         "typer._click.exceptions:ClickException")

@@ -49,31 +49,45 @@ def report(
                                       help="Allow loading a pickled nn.Module (runs code from "
                                       "the file: only for files you trust)."),
 ) -> None:
-    """Measure a model at initialization and judge it against the papers, in one HTML page."""
+    """Measure a model at initialization and judge it against the papers, in one HTML page.
+    Exit status: 0 when the page is written (whatever its verdicts), 2 on bad input, 130 on
+    Ctrl-C (the sections finished so far are written, marked as interrupted)."""
     from nngauge._internal.sources import load_data, load_model
     from nngauge.errors import invalid
-    from nngauge.report import SECTION_BUILDERS, build_report
+    from nngauge.report import SECTION_BUILDERS, ReportInterrupted, build_report
 
     if mode is not None and mode not in MODES:
         raise invalid("nngauge report", f"--mode one of {', '.join(MODES)}", repr(mode),
                       "use --mode eval (running statistics) or --mode frozen")
     source = load_data(data, seed=seed, n=samples)
     module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed)
-    with _progress(len(SECTION_BUILDERS)) as step:
-        result = build_report(module, source.as_pair(), seed=seed, batch_size=batch_size,
-                              n_batches=n_batches, quick=quick,
-                              output=int(output) if output and output.isdigit() else output,
-                              input_module=input_module, norm_mode=mode, dropout=dropout,
-                              budget=budget, model_name=model, data_name=data, progress=step)
-    result.save(out)
-    if json_out is not None:
-        json_out.write_text(result.to_json(), encoding="utf-8")
+    try:
+        with _progress(len(SECTION_BUILDERS)) as step:
+            result = build_report(module, source.as_pair(), seed=seed, batch_size=batch_size,
+                                  n_batches=n_batches, quick=quick,
+                                  output=int(output) if output and output.isdigit() else output,
+                                  input_module=input_module, norm_mode=mode, dropout=dropout,
+                                  budget=budget, model_name=model, data_name=data,
+                                  progress=step)
+    except ReportInterrupted as stop:  # Ctrl-C: the finished sections are still worth a page
+        _write(stop.report, out, json_out)
+        typer.echo(f"interrupted: {stop.report.banner}; wrote the partial report to {out}"
+                   + (f" and {json_out}" if json_out is not None else ""), err=True)
+        raise SystemExit(130) from None
+    _write(result, out, json_out)
     counts = {s: sum(v.status == s for v in result.verdicts) for s in ("ok", "warn", "bad")}
     sections = {s: sum(x.status == s for x in result.sections) for s in ("failed", "skipped")}
     typer.echo(f"{result.status}: {counts['ok']} ok, {counts['warn']} warn, {counts['bad']} bad"
                f"; {sections['failed']} section(s) failed, {sections['skipped']} skipped"
                f" in {result.seconds:.1f} s; wrote {out}"
                + (f" and {json_out}" if json_out is not None else ""))
+
+
+def _write(result, out: Path, json_out: Optional[Path]) -> None:
+    """The HTML page to ``out`` and, when asked, the JSON to ``json_out``."""
+    result.save(out)
+    if json_out is not None:
+        json_out.write_text(result.to_json(), encoding="utf-8")
 
 
 class _progress:

@@ -42,8 +42,7 @@ def run(
     except KeyboardInterrupt:
         typer.echo(f"interrupted: {progress.done} of {progress.total} units are in the "
                    "database; rerun the same command to resume", err=True)
-        raise SystemExit(130) from None  # not typer.Exit: main() runs the app in non-standalone
-        # mode, where click returns typer.Exit's code instead of exiting with it
+        raise typer.Exit(130) from None
     typer.echo(f"study {summary.study_id}: {summary.ran} units run, {summary.skipped} already "
                f"done, {summary.by_others} done by other runs, {len(summary.failed)} failed of "
                f"{summary.total}")
@@ -51,7 +50,7 @@ def run(
         key, reason = next(iter(summary.failed.items()))
         typer.echo(f"error: {len(summary.failed)} units failed (first: {key}: {reason}); rerun "
                    "the same command to retry them", err=True)
-        raise SystemExit(1)
+        raise typer.Exit(1)
 
 
 @study_app.command("summarize")

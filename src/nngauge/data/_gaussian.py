@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from nngauge.data._splits import LabelledData
-from nngauge.errors import invalid
+from nngauge._internal.constraints import Integer, constrained
+from nngauge.data._splits import SEED, LabelledData
 
 
+@constrained(n=Integer(1), d=Integer(1), seed=SEED, n_classes=Integer(2))
 def gaussian(n: int, d: int, *, seed: int = 0, n_classes: int = 2) -> LabelledData:
     """``n`` samples x ~ N(0, I_d) labelled by a random linear teacher.
 
@@ -28,11 +29,6 @@ def gaussian(n: int, d: int, *, seed: int = 0, n_classes: int = 2) -> LabelledDa
         >>> tuple(data.inputs.shape), set(data.labels.tolist()) <= {0, 1, 2}
         ((100, 8), True)
     """
-    where = "gaussian()"
-    for name, value, least in (("n", n, 1), ("d", d, 1), ("n_classes", n_classes, 2)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise invalid(where, f"{name} an integer >= {least}", f"{name}={value!r}",
-                          f"pass {name} >= {least}")
     rng = np.random.default_rng(seed)
     inputs = rng.standard_normal((n, d))
     teacher = rng.standard_normal((d, n_classes))

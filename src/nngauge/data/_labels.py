@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import torch
 
+from nngauge._internal.constraints import Integer, Maybe, Real, constrained
 from nngauge.errors import invalid
 
 
@@ -36,6 +37,7 @@ class ConfusionSet(NamedTuple):
     is_confusion: torch.Tensor
 
 
+@constrained(fraction=Real(0, 1), n_classes=Maybe(Integer(2)))
 def random_labels(labels: Any, fraction: float = 1.0, *, n_classes: Optional[int] = None,
                   generator: Optional[torch.Generator] = None) -> Any:
     """A copy of ``labels`` with ``round(fraction * n)`` of them, chosen at random, replaced by
@@ -59,10 +61,6 @@ def random_labels(labels: Any, fraction: float = 1.0, *, n_classes: Optional[int
     """
     where = "random_labels()"
     tensor = _as_labels(labels, where)
-    if (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-            or not 0 <= fraction <= 1):
-        raise invalid(where, "fraction in [0, 1]", f"fraction={fraction!r}",
-                      "pass e.g. fraction=1.0 (all labels random)")
     k = _n_classes(tensor, n_classes, where)
     n = len(tensor)
     chosen = torch.randperm(n, generator=generator)[:round(fraction * n)]
@@ -71,6 +69,7 @@ def random_labels(labels: Any, fraction: float = 1.0, *, n_classes: Optional[int
     return out.numpy() if isinstance(labels, np.ndarray) else out
 
 
+@constrained(n_train=Integer(1), n_confusion=Integer(0), n_classes=Maybe(Integer(2)))
 def confusion_set(inputs: Any, labels: Any, *, n_train: int, n_confusion: int,
                   n_classes: Optional[int] = None,
                   generator: Optional[torch.Generator] = None) -> ConfusionSet:
@@ -83,7 +82,7 @@ def confusion_set(inputs: Any, labels: Any, *, n_train: int, n_confusion: int,
 
     Args:
         inputs: (n, ...) tensor or array; labels: integer (n,).
-        n_train, n_confusion: sizes, n_train + n_confusion <= n (n_confusion may be 0).
+        n_train, n_confusion: sizes, n_train >= 1, n_confusion >= 0, n_train + n_confusion <= n.
         n_classes: number of classes (default: max label + 1).
         generator: for the split and the random labels.
 
@@ -104,12 +103,8 @@ def confusion_set(inputs: Any, labels: Any, *, n_train: int, n_confusion: int,
     if len(x) != len(y):
         raise invalid(where, "as many labels as inputs", f"{len(y)} labels for {len(x)} inputs",
                       "pass aligned inputs and labels")
-    for name, value in (("n_train", n_train), ("n_confusion", n_confusion)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise invalid(where, f"{name} an integer >= 0", f"{name}={value!r}",
-                          f"pass a non-negative {name}")
-    if n_train < 1 or n_train + n_confusion > len(y):
-        raise invalid(where, f"1 <= n_train and n_train + n_confusion <= {len(y)} samples",
+    if n_train + n_confusion > len(y):
+        raise invalid(where, f"n_train + n_confusion <= {len(y)} samples",
                       f"n_train={n_train}, n_confusion={n_confusion}",
                       "use fewer samples or pass more data")
     k = _n_classes(y, n_classes, where)
@@ -142,7 +137,7 @@ def _n_classes(labels: torch.Tensor, n_classes: Optional[int], where: str) -> in
     top = int(labels.max()) + 1
     if n_classes is None:
         return top
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < max(top, 2):
-        raise invalid(where, f"n_classes an integer >= {max(top, 2)} (labels reach {top - 1})",
+    if n_classes < top:
+        raise invalid(where, f"n_classes >= {top} (labels reach {top - 1})",
                       f"n_classes={n_classes!r}", "pass the number of classes")
-    return n_classes
+    return int(n_classes)

@@ -25,7 +25,8 @@ from typing import Any, Literal, NamedTuple, Optional
 
 import torch
 
-from nngauge.data._splits import LabelledData
+from nngauge._internal.constraints import Choice, Real, constrained
+from nngauge.data._splits import SEED, LabelledData
 from nngauge.errors import invalid
 
 Projection = Literal["pca", "haar"]
@@ -67,6 +68,7 @@ class Preprocessed(NamedTuple):
     transform: Preprocessing
 
 
+@constrained(variance=Real(0, 1, low_open=True), projection=Choice.literal(Projection), seed=SEED)
 def preprocess(train: Any, *others: Any, variance: float = 0.99, projection: Projection = "pca",
                seed: int = 0) -> Preprocessed:
     """Fit the NLC paper's D.2 preprocessing on ``train`` and apply it to all data given.
@@ -91,10 +93,6 @@ def preprocess(train: Any, *others: Any, variance: float = 0.99, projection: Pro
         (True, 1.0)
     """
     where = "preprocess()"
-    if projection not in ("pca", "haar"):
-        raise invalid(where, "projection 'pca' or 'haar'", repr(projection), "use 'pca'")
-    if not 0 < variance <= 1:
-        raise invalid(where, "variance in (0, 1]", repr(variance), "pass e.g. variance=0.99")
     x = _normalize_points(_as_matrix(_inputs(train), None, where), where)
     mean = x.mean(0)
     _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)

@@ -6,12 +6,20 @@ NLC paper appendix D.2: waveform-noise's 5,000 points were split at random into 
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple, Sequence
 
 import torch
 
+from nngauge._internal.constraints import Check, Integer, Numbers, constrained
 from nngauge.errors import invalid
+
+SEED = Integer(0, 2**64 - 1)
+"""A seed: what numpy's ``default_rng`` and torch's ``Generator.manual_seed`` both take."""
+
+_POSITIVE = Numbers(0, low_open=True)
+FRACTIONS = Check(lambda v: _POSITIVE.accepts(v) and abs(sum(v) - 1.0) <= 1e-6,
+                  "a non-empty sequence of positive fractions summing to 1",
+                  ((), (0.5, 0.4), (1.2, -0.2), (0.5, float("nan")), (0.0, 1.0), "1", 1.0))
 
 
 class LabelledData(NamedTuple):
@@ -37,6 +45,7 @@ def as_labelled(data: Any, where: str) -> LabelledData:
     return LabelledData(inputs, labels)
 
 
+@constrained(fractions=FRACTIONS, seed=SEED)
 def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
           seed: int = 0) -> tuple[LabelledData, ...]:
     """Split ``(inputs, labels)`` at random into parts of the given fractions.
@@ -61,10 +70,6 @@ def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
     where = "split()"
     data = as_labelled(data, where)
     fractions = tuple(float(f) for f in fractions)
-    if not fractions or any(not math.isfinite(f) or f <= 0 for f in fractions) or \
-            abs(sum(fractions) - 1.0) > 1e-6:
-        raise invalid(where, "positive fractions summing to 1", f"fractions={fractions}",
-                      "pass e.g. fractions=(0.6, 0.2, 0.2)")
     n = len(data.labels)
     bounds = [round(n * sum(fractions[:i])) for i in range(len(fractions) + 1)]
     if any(b1 <= b0 for b0, b1 in zip(bounds, bounds[1:])):

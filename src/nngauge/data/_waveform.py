@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from nngauge.data._splits import LabelledData
-from nngauge.errors import invalid
+from nngauge._internal.constraints import Integer, constrained
+from nngauge.data._splits import SEED, LabelledData
 
 N_WAVE_FEATURES = 21
 N_NOISE_FEATURES = 19
@@ -49,6 +49,7 @@ def base_waves() -> np.ndarray:
     return np.stack([h1(i), h1(i - 8), h1(i - 4)])
 
 
+@constrained(n=Integer(1), seed=SEED)
 def waveform_noise(n: int = 5000, *, seed: int = 0) -> LabelledData:
     """Sample ``n`` points of Breiman's waveform-noise data set (40 features, 3 classes).
 
@@ -70,8 +71,6 @@ def waveform_noise(n: int = 5000, *, seed: int = 0) -> LabelledData:
         >>> tuple(data.inputs.shape), data.labels.bincount().tolist()
         ((300, 40), [100, 100, 100])
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise invalid("waveform_noise()", "n an integer >= 1", repr(n), "pass e.g. n=5000")
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.arange(n) % len(CLASS_WAVES))
     waves = base_waves()

@@ -28,11 +28,13 @@ from typing import Literal, Optional
 import torch
 from torch import nn
 
+from nngauge._internal.constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
 from nngauge.activations import Activation
 from nngauge.activations._spec import from_spec
 from nngauge.errors import invalid
 
-Norm = Optional[Literal["batch", "layer"]]
+NormKind = Literal["batch", "layer"]
+Norm = Optional[NormKind]
 SkipStart = Literal["linear", "norm"]
 Init = Literal["orthogonal", "gaussian"]
 
@@ -125,6 +127,19 @@ class MLP(nn.Module):
         return nn.Sequential(*[module for block in self.layers for module in block.children()])
 
 
+ACTIVATION = Instance((str, Activation), "an activation name or spec (str) or an "
+                      "nngauge Activation", (3, None, ("relu",)))
+"""What :func:`nngauge.activations.from_spec` accepts (the spec itself is parsed there)."""
+FLOAT_DTYPE = Check(lambda v: isinstance(v, torch.dtype) and v.is_floating_point,
+                    "a floating-point torch.dtype, e.g. torch.float64",
+                    ("float64", torch.int64, None))
+
+
+@constrained(d_in=Integer(1), width=Integer(1), depth=Integer(1), d_out=Integer(1),
+             activation=ACTIVATION, norm=Maybe(Choice.literal(NormKind)),
+             skip=Maybe(Real()), skip_start=Choice.literal(SkipStart), init=Choice.literal(Init),
+             sigma_w=Maybe(Real(0, low_open=True)), bias_std=Real(0),
+             scale=Real(0, low_open=True), dtype=FLOAT_DTYPE)
 def mlp(
     d_in: int,
     width: int,
@@ -150,14 +165,15 @@ def mlp(
         activation: a registry name, a spec (``"normalize(modify(tanh, dilation=1.2))"``) or
             an :class:`~nngauge.activations.Activation`.
         norm: None, ``"batch"`` or ``"layer"`` (no trainable affine parameters).
-        skip: None (no skip connections) or the skip strength (1 is the usual residual net).
+        skip: None (no skip connections) or the skip strength, a finite number (1 is the usual
+            residual net).
         skip_start: skips start after the ``"linear"`` operation or after the ``"norm"``.
         init: ``"orthogonal"`` (default, as the paper always did) or ``"gaussian"``.
-        sigma_w: weight multiplier; default sqrt(1 - bias_std^2) (the paper's correction).
-        bias_std: standard deviation of the initial biases (paper: 0 or sqrt(0.05)).
-        scale: joint multiplier of weights and biases (paper: 0.9, 1 or 1.1).
+        sigma_w: weight multiplier (> 0); default sqrt(1 - bias_std^2) (the paper's correction).
+        bias_std: standard deviation of the initial biases, >= 0 (paper: 0 or sqrt(0.05)).
+        scale: joint multiplier of weights and biases, > 0 (paper: 0.9, 1 or 1.1).
         generator: torch generator for a reproducible initialization.
-        dtype: parameter dtype.
+        dtype: parameter dtype (floating point).
 
     Example:
         >>> import torch
@@ -168,31 +184,16 @@ def mlp(
         torch.Size([4, 3])
     """
     where = "mlp()"
-    for name, value in (("d_in", d_in), ("width", width), ("depth", depth), ("d_out", d_out)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
-                          f"pass a positive integer {name}")
-    if norm not in (None, "batch", "layer"):
-        raise invalid(where, "norm in {None, 'batch', 'layer'}", f"norm={norm!r}", "pick one")
-    if skip_start not in ("linear", "norm"):
-        raise invalid(where, "skip_start in {'linear', 'norm'}", f"skip_start={skip_start!r}",
-                      "pick one")
-    if init not in ("orthogonal", "gaussian"):
-        raise invalid(where, "init in {'orthogonal', 'gaussian'}", f"init={init!r}", "pick one")
+    d_in, width, depth, d_out = int(d_in), int(width), int(depth), int(d_out)
     if skip is not None and (depth < 3 or depth % 2 == 0):
         raise invalid(where, "an odd depth >= 3 with skip connections (each bypasses two "
                       "layers and the last ends at the output)", f"depth={depth}",
                       f"use depth={max(3, depth + 1 - depth % 2)} or skip=None")
-    if not (math.isfinite(bias_std) and bias_std >= 0):
-        raise invalid(where, "bias_std >= 0", f"bias_std={bias_std!r}", "pass a standard deviation")
     if sigma_w is None:
         if bias_std >= 1:
             raise invalid(where, "bias_std < 1 when sigma_w is left to its default "
                           "sqrt(1 - bias_std^2)", f"bias_std={bias_std}", "pass sigma_w explicitly")
         sigma_w = math.sqrt(1.0 - bias_std**2)
-    for name, value in (("sigma_w", sigma_w), ("scale", scale)):
-        if not (math.isfinite(value) and value > 0):
-            raise invalid(where, f"{name} > 0", f"{name}={value!r}", f"pass a positive {name}")
     act = from_spec(activation)
     config = MLPConfig(d_in, width, depth, d_out, act.label, norm,
                        None if skip is None else float(skip), skip_start, init,

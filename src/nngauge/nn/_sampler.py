@@ -39,6 +39,7 @@ from typing import Optional, Union
 
 import torch
 
+from nngauge._internal.constraints import Either, Instance, Integer, constrained
 from nngauge.activations import Activation, debias, modify, unit_scale
 from nngauge.errors import UnknownNameError, invalid
 from nngauge.nn._mlp import MLP, mlp
@@ -62,6 +63,9 @@ UNSTABLE_ACTIVATIONS = ("square", "odd_square")
 """Activations whose networks get a normalization in post-processing when they have none."""
 
 Generator = Union[torch.Generator, int]
+GENERATOR_OR_SEED = Either((Instance((torch.Generator,), "a torch.Generator", (None, "0")),
+                            Integer(0, 2**64 - 1)))
+"""A torch.Generator, or an int seed of a fresh one (what ``Generator.manual_seed`` takes)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ OVERRIDABLE = tuple(f.name for f in fields(ArchitectureDescription)
 """Choices that ``**overrides`` may fix."""
 
 
+@constrained(generator=GENERATOR_OR_SEED, d_in=Integer(1), d_out=Integer(1))
 def sample_description(generator: Generator, d_in: int, d_out: int,
                        **overrides) -> ArchitectureDescription:
     """Draw the choices of one architecture (NLC paper, appendix C) without building it.
@@ -150,15 +155,14 @@ def sample_description(generator: Generator, d_in: int, d_out: int,
         (5, True, True)
     """
     where = "sample_description()"
-    _check_width("d_in", d_in, where)
-    _check_width("d_out", d_out, where)
+    d_in, d_out = int(d_in), int(d_out)
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise UnknownNameError(
             f"{where} expected override names among {list(OVERRIDABLE)}; got {unknown}. "
             "Fix: use one of those names.")
     _check_overrides(overrides, where)
-    u = torch.rand(12, generator=_as_generator(generator, where), dtype=torch.float64).tolist()
+    u = torch.rand(12, generator=_as_generator(generator), dtype=torch.float64).tolist()
     depth = overrides.get("depth", DEPTHS[min(int(u[0] * len(DEPTHS)), len(DEPTHS) - 1)])
     activation = overrides.get("activation", _pick(ACTIVATIONS, u[1]))
     skip_kind = _pick(SKIPS, u[8])
@@ -186,6 +190,7 @@ def sample_description(generator: Generator, d_in: int, d_out: int,
     )
 
 
+@constrained(generator=GENERATOR_OR_SEED, d_in=Integer(1), d_out=Integer(1))
 def sample_architecture(generator: Generator, d_in: int, d_out: int,
                         **overrides) -> tuple[MLP, ArchitectureDescription]:
     """Sample an architecture as in the NLC paper (appendix C) and build it, initialized.
@@ -213,8 +218,7 @@ def sample_architecture(generator: Generator, d_in: int, d_out: int,
         >>> model(torch.randn(4, 20)).shape, d.depth, d.width
         (torch.Size([4, 3]), 3, 16)
     """
-    where = "sample_architecture()"
-    gen = _as_generator(generator, where)
+    gen = _as_generator(generator)
     description = sample_description(gen, d_in, d_out, **overrides)
     model = mlp(d_in, description.width, description.depth, d_out,
                 activation=description.activation_function(), norm=description.norm,
@@ -254,19 +258,10 @@ def _pick(probabilities: dict, u: float):
     return value  # u within rounding of 1
 
 
-def _as_generator(generator: Generator, where: str) -> torch.Generator:
+def _as_generator(generator: Generator) -> torch.Generator:
     if isinstance(generator, torch.Generator):
         return generator
-    if isinstance(generator, int) and not isinstance(generator, bool):
-        return torch.Generator().manual_seed(generator)
-    raise invalid(where, "a torch.Generator or an int seed", f"{type(generator).__name__}",
-                  "pass torch.Generator().manual_seed(0) or a seed such as 0")
-
-
-def _check_width(name: str, value, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
-                      f"pass the data's {name}")
+    return torch.Generator().manual_seed(int(generator))
 
 
 def _check_overrides(overrides: dict, where: str) -> None:

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from nngauge._internal.constraints import constrained
 from nngauge.errors import invalid
 from nngauge.trajectories import polyline_length
 
@@ -135,6 +136,7 @@ class TrajectoryRegularization(nn.Module):
         return f"weight={self.weight}"
 
 
+@constrained()
 def trajectory_penalty(model: nn.Module) -> torch.Tensor:
     """Sum of the penalties of the model's TrajectoryRegularization layers from the last
     forward pass (add it to the loss); a zero tensor when none has run."""

@@ -1,6 +1,6 @@
 """The nngauge report: one self-contained HTML page of verdicts, plots and tables."""
 
-from nngauge.report._build import Report, Section, build_report
+from nngauge.report._build import Report, ReportInterrupted, Section, build_report
 from nngauge.report._context import (
     Context,
     NotApplicable,
@@ -16,6 +16,7 @@ __all__ = [
     "Context",
     "NotApplicable",
     "Report",
+    "ReportInterrupted",
     "ReportSettings",
     "Section",
     "SectionBuilder",

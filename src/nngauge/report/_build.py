@@ -20,13 +20,14 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter
+from nngauge._internal.constraints import Flag, Instance, Integer, Maybe, Real, constrained
 from nngauge._internal.sites import block_sites
 from nngauge._version import __version__
-from nngauge.errors import NNGaugeError, invalid
+from nngauge.errors import NNGaugeError
 from nngauge.measures.propagation._nlc import PROFILE_KINDS
 from nngauge.measures._result import plain
 from nngauge.report import _verdicts as V
-from nngauge.report._plan import JACOBIAN_POSITIONS, measure_cost, plan
+from nngauge.report._plan import JACOBIAN_POSITIONS, check_affordable, measure_cost, plan
 from nngauge.report._context import (
     Context,
     NotApplicable,
@@ -61,15 +62,22 @@ class Section:
 # ------------------------------------------------------------------------------------ verdicts
 
 
-def _verdicts(ctx: Context) -> tuple[V.Verdict, ...]:
+def _verdicts(ctx: Context, not_run: frozenset[str] = frozenset()) -> tuple[V.Verdict, ...]:
+    """The verdicts on the sections' results; ``not_run``: keys of the sections an interrupt
+    stopped before they ran (their verdicts say so rather than "failed")."""
     results = ctx.results
+
+    def missing(key: str, what: str) -> str:
+        return (f"the {what} section was not run (the report was interrupted)"
+                if key in not_run else f"the {what} section failed")
+
     out = []
     prof = results.get("nlc")
     if prof is None:
         out += [V.not_available("nlc", "Nonlinearity coefficient", V.NLC_PAPER,
-                                "the NLC section failed"),
+                                missing("nlc", "NLC")),
                 V.not_available("output_bias", "Output bias", V.NLC_PAPER,
-                                "the NLC section failed")]
+                                missing("nlc", "NLC"))]
     else:
         # layer by layer: the activations' rows, or every block's row when grouped by block
         acts = [row.nlc for row in prof.layers[:-1] if ctx.profile_layers is not None
@@ -78,20 +86,21 @@ def _verdicts(ctx: Context) -> tuple[V.Verdict, ...]:
     corr, jac = results.get("correlations"), results.get("jacobian")
     if corr is None:
         out.append(V.not_available("shrinkage", "Representation shrinkage (rho_max)",
-                                   V.SHRINK_PAPER, "the correlations section failed"))
+                                   V.SHRINK_PAPER, missing("correlations", "correlations")))
     else:
         measured = None if jac is None else _last_hidden_norm(jac, ctx.hidden_layers) ** 2
         out.append(V.shrinkage_verdict(corr, _shrinkage_bound(ctx, corr.rho_max), measured))
     out.append(V.jacobian_verdict(jac, ctx.hidden_layers) if jac is not None else
                V.not_available("jacobian", "Jacobian growth across layers", V.SHRINK_PAPER,
-                               "the Jacobian section failed"))
+                               missing("jacobian", "Jacobian")))
     kernels = results.get("kernels")
     out.append(V.kernel_verdict(kernels, ctx.hidden_layers) if kernels is not None else
                V.not_available("kernel", "Kernel conditioning over depth", V.COND_PAPER,
-                               "the kernel section failed"))
+                               missing("kernels", "kernel")))
     theory = results.get("theory")
     out.append(V.theory_verdict(theory) if theory is not None else
                V.not_available("theory", "Theory phase (infinite width)", V.SHRINK_PAPER,
+                               missing("theory", "theory") if "theory" in not_run else
                                "only for nngauge MLPs without skip connections"))
     return tuple(out)
 
@@ -127,8 +136,11 @@ class Report:
         model_summary: class name, parameters, layers.
         settings: the :class:`ReportSettings` used.
         verdicts: one :class:`~nngauge.report.Verdict` per judged quantity.
-        sections: the :class:`Section` s in page order.
+        sections: the :class:`Section` s in page order (those finished, when interrupted).
         seconds: total wall time.
+        interrupted: True when Ctrl-C stopped the report before every section ran (see
+            :class:`ReportInterrupted`); the page then says so at the top.
+        not_run: titles of the sections the interrupt kept from running (empty otherwise).
     """
 
     model_name: str
@@ -138,6 +150,8 @@ class Report:
     verdicts: tuple[V.Verdict, ...]
     sections: tuple[Section, ...]
     seconds: float
+    interrupted: bool = False
+    not_run: tuple[str, ...] = ()
 
     @property
     def failed(self) -> list[str]:
@@ -146,13 +160,23 @@ class Report:
 
     @property
     def status(self) -> str:
-        """The worst verdict status; a report with a failed section, or with no verdict at
-        all, is never "ok" but "incomplete"."""
+        """The worst verdict status; a report with a failed section, an interrupted one, or
+        one with no verdict at all, is never "ok" but "incomplete"."""
         statuses = {v.status for v in self.verdicts}
         worst = "bad" if "bad" in statuses else "warn" if "warn" in statuses else "ok"
-        if worst == "ok" and (self.failed or statuses <= {"n/a"}):
+        if worst == "ok" and (self.failed or self.interrupted or statuses <= {"n/a"}):
             return "incomplete"
         return worst
+
+    @property
+    def banner(self) -> str:
+        """"interrupted after N of M sections (not run: ...)" for an interrupted report, else
+        empty."""
+        if not self.interrupted:
+            return ""
+        total = len(self.sections) + len(self.not_run)
+        text = f"interrupted after {len(self.sections)} of {total} sections"
+        return text + (f" (not run: {', '.join(self.not_run)})" if self.not_run else "")
 
     def to_dict(self) -> dict[str, Any]:
         """Every number: verdicts, each section's result ``to_dict()``, settings, timings.
@@ -161,6 +185,7 @@ class Report:
             "nngauge_version": __version__, "model": self.model_name, "data": self.data_name,
             "model_summary": self.model_summary, "settings": plain(self.settings),
             "status": self.status, "failed_sections": self.failed,
+            "interrupted": self.interrupted, "not_run_sections": list(self.not_run),
             "verdicts": [v.to_dict() for v in self.verdicts],
             "sections": {s.key: s.to_dict() for s in self.sections},
             "timings": {s.key: s.seconds for s in self.sections}, "seconds": self.seconds})
@@ -168,6 +193,8 @@ class Report:
     def summary(self) -> str:
         """A few lines of text: the status, the time, then one line per verdict."""
         lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections)"]
+        if self.interrupted:
+            lines.append(f"  {self.banner}")
         lines += [f"  {v.status:>4}  {v.title}: {v.message}" for v in self.verdicts]
         return "\n".join(lines)
 
@@ -188,6 +215,19 @@ class Report:
         return path
 
 
+class ReportInterrupted(KeyboardInterrupt):
+    """Ctrl-C (a ``KeyboardInterrupt``) stopped :func:`build_report`; ``report`` holds what was
+    finished: the sections that ran, verdicts on their results, ``report.interrupted`` True.
+
+    It is a ``KeyboardInterrupt``, so a caller that does not look for it stops as on any
+    Ctrl-C; ``nngauge report`` saves the partial page and exits with status 130.
+    """
+
+    def __init__(self, report: "Report") -> None:
+        super().__init__(report.banner)
+        self.report = report
+
+
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
@@ -198,6 +238,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
+@constrained(seed=Integer(0), batch_size=Maybe(Integer(1)), quick=Flag(),
+             budget=Maybe(Real(0, low_open=True)),
+             model_name=Maybe(Instance((str,), "a display name", (3,))),
+             data_name=Maybe(Instance((str,), "a display name", (3,))))
 def build_report(
     model: nn.Module,
     data: Any,
@@ -242,13 +286,22 @@ def build_report(
         output, input_module, norm_mode, dropout: how the model runs (as in
             :func:`nngauge.nlc`); per-point sections (trajectory, transitions) freeze batch
             statistics on the data when batchnorm would use batch statistics.
-        budget: seconds the sections may spend (default 40, quick 10).
+        budget: seconds the sections may spend (default 40, quick 10). A model on which
+            the sections' least work is estimated at more than ten times the budget (a very
+            deep network) is refused with the estimate; a budget that large runs it.
         model_name, data_name: how to name them on the page (default: the class names).
         sections: the builders to run (default :data:`SECTION_BUILDERS`).
         progress: called with each section's title before it runs.
 
     Returns:
         A :class:`Report`.
+
+    Raises:
+        BudgetExceededError: the least work of the sections is estimated at more than ten
+            times ``budget`` (checked before any section runs; the message gives the budget
+            that would run it).
+        ReportInterrupted: on Ctrl-C (a ``KeyboardInterrupt`` subclass), with the partial
+            report (the sections finished so far) as its ``report``.
 
     Example:
         >>> import torch
@@ -260,34 +313,51 @@ def build_report(
         (['nlc', 'output_bias'], True)
     """
     where = "build_report()"
-    if not isinstance(model, nn.Module):
-        raise invalid(where, "a torch.nn.Module", type(model).__name__, "pass the model object")
     start = time.perf_counter()
     settings = ReportSettings.make(quick=quick, seed=seed, batch_size=batch_size,
                                    n_batches=n_batches, output=output, input_module=input_module,
                                    norm_mode=norm_mode, dropout=dropout, budget=budget)
-    ctx = _context(model, data, settings, where)
-    done = []
-    for builder in SECTION_BUILDERS if sections is None else sections:
-        if progress is not None:
-            progress(builder.title)
-        done.append(_run_section(builder, ctx))
-    return Report(model_name=model_name or type(model).__name__,
-                  data_name=data_name or type(data).__name__,
-                  model_summary=_summary(model, ctx), settings=ctx.settings,
-                  verdicts=_verdicts(ctx),
-                  sections=tuple(done), seconds=time.perf_counter() - start)
+    builders = list(SECTION_BUILDERS if sections is None else sections)
+    ctx: Optional[Context] = None
+    done: list[Section] = []
+
+    def finished(not_run: Sequence[SectionBuilder] = (), interrupted: bool = False) -> Report:
+        context = ctx if ctx is not None else Context(model, data, torch.empty(0), settings)
+        return Report(model_name=model_name or type(model).__name__,
+                      data_name=data_name or type(data).__name__,
+                      model_summary=_summary(model, context), settings=context.settings,
+                      verdicts=_verdicts(context, frozenset(b.key for b in not_run)),
+                      sections=tuple(done), seconds=time.perf_counter() - start,
+                      interrupted=interrupted, not_run=tuple(b.title for b in not_run))
+
+    kept: set[str] = set()  # results of the finished sections
+    try:
+        ctx = _context(model, data, settings, where, [b.key for b in builders])
+        for builder in builders:
+            if progress is not None:
+                progress(builder.title)
+            done.append(_run_section(builder, ctx))
+            kept = set(ctx.results)
+    except KeyboardInterrupt as exc:  # Ctrl-C: keep what is finished
+        if ctx is not None:  # not what the interrupted section had stored before it stopped
+            ctx.results = {k: v for k, v in ctx.results.items() if k in kept}
+        raise ReportInterrupted(finished(builders[len(done):], interrupted=True)) from exc
+    return finished()
 
 
-def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str) -> Context:
-    """Check that the model runs on the data, find its sites, choose the layers to measure
-    and fit the sections' work to the budget."""
+def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str,
+             keys: Sequence[str]) -> Context:
+    """Check that the model runs on the data and that the sections ``keys`` can keep near
+    the budget on it, find its sites, choose the layers to measure and fit the sections' work
+    to the budget."""
     adapter = ModelAdapter(model, where=where, **settings.options)
     with adapter.active(generator=torch.Generator().manual_seed(settings.seed), data=data):
         batch = adapter.collect(data, max(settings.correlation_samples,
                                           settings.kernel_samples, 2))
         with torch.no_grad():  # fail early: can the model run on the data?
             adapter(adapter.measured(batch.inputs[:2]), batch.inputs[:2])
+        check_affordable(adapter, batch.inputs, settings, keys, batch.labels is not None,
+                         where)  # before the work that grows with depth
         sites = adapter.sites(batch.inputs, None, default_kinds=PROFILE_KINDS + ("block",))
         profile, grouped = block_sites(adapter.model, sites, PROFILE_KINDS)
         weights, _ = block_sites(adapter.model, sites, ("linear", "conv"),
@@ -325,8 +395,9 @@ def _run_section(builder: SectionBuilder, ctx: Context) -> Section:
 
 def _summary(model: nn.Module, ctx: Context) -> dict:
     summary = {"class": type(model).__name__,
-               "parameters": int(sum(p.numel() for p in model.parameters())),
-               "layers": sum(s.leaf for s in ctx.sites)}
+               "parameters": int(sum(p.numel() for p in model.parameters()))}
+    if ctx.sites:  # none when the report was interrupted before finding them
+        summary["layers"] = sum(s.leaf for s in ctx.sites)
     config = getattr(model, "config", None)
     if config is not None and hasattr(config, "to_dict"):
         summary["config"] = config.to_dict()

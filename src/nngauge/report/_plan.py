@@ -16,6 +16,14 @@ layers; a forward-mode probe counts as two forward and backward passes, a power 
 segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
 two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as four, a
 Hessian-vector product as ten (per-pass overhead included), a point of the loss slice as one.
+
+A budget is a target: each section keeps a least amount of work (a few samples, ten power
+iterations, eight Lanczos steps...) whatever the budget, so a report on a very deep network
+can overrun it. Before anything else, :func:`check_affordable` counts the passes of the model
+that least work makes and times one pass; a report estimated at more than
+:data:`REFUSE_FACTOR` times its budget is refused with that estimate
+(:class:`~nngauge.errors.BudgetExceededError`) instead of running for hours: a larger budget
+runs it anyway.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
+
+from nngauge.errors import BudgetExceededError, invalid
 
 SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.2, "trajectory": 0.15,
           "transitions": 0.15, "regions": 0.1, "loss": 0.1}
@@ -44,6 +54,13 @@ PRODUCT_PASSES = 10
 """A Hessian-vector product's cost in forward and backward passes (see :func:`_loss_plan`)."""
 CAPTURE_ELEMENTS = 2**26
 """Largest number of values the correlation section may hold (samples x layer outputs)."""
+LOSS_MIN_STEPS = 8
+"""Fewest Lanczos steps the loss-surface section is given when the budget is short."""
+LOSS_MIN_PROBES = 6
+"""Fewest Hessian-trace products the loss-surface section is given when the budget is short."""
+REFUSE_FACTOR = 10.0
+"""A report whose least work (:func:`least_passes`) is estimated at more than this many times
+its budget is refused rather than run."""
 
 
 @dataclass(frozen=True)
@@ -63,24 +80,85 @@ def measure_cost(adapter, raw: torch.Tensor, sites) -> Cost:
     and on two samples, inside ``adapter.active()``."""
     raw = raw[:TIMING_SAMPLES]
     n = len(raw)
-
-    def once(batch: torch.Tensor) -> tuple[float, dict]:
-        start = time.perf_counter()
-        x = adapter.measured(batch, requires_grad=True)
-        y, values = adapter.run(x, sites, raw=batch)
-        if y.requires_grad:
-            torch.autograd.grad(y.float().pow(2).sum(), x)
-            return time.perf_counter() - start, values
-        # no gradient path (the sections will say so): count a backward as two forwards
-        return 3 * (time.perf_counter() - start), values
-
-    once(raw)
-    seconds, values = once(raw)
-    pair, _ = once(raw[:2])  # two: batchnorm in train mode needs more than one sample
+    _timed_pass(adapter, raw, sites)
+    seconds, values = _timed_pass(adapter, raw, sites)
+    pair, _ = _timed_pass(adapter, raw[:2], sites)  # two: batchnorm in train mode needs two
     recorded = sum(v[0].numel() for v in values.values() if v is not None)
     per_sample = seconds / n
     marginal = (seconds - pair) / (n - 2) if n > 2 else per_sample
     return Cost(per_sample, recorded, min(per_sample, max(marginal, per_sample / 100)))
+
+
+def _timed_pass(adapter, batch: torch.Tensor, sites) -> tuple[float, dict]:
+    """Seconds of a forward and backward pass on ``batch`` recording ``sites``, and the
+    recorded values."""
+    start = time.perf_counter()
+    x = adapter.measured(batch, requires_grad=True)
+    y, values = adapter.run(x, sites, raw=batch)
+    if y.requires_grad:
+        torch.autograd.grad(y.float().pow(2).sum(), x)
+        return time.perf_counter() - start, values
+    # no gradient path (the sections will say so): count a backward as two forwards
+    return 3 * (time.perf_counter() - start), values
+
+
+def least_passes(settings: Any, keys: Sequence[str], labelled: bool) -> dict[str, int]:
+    """Passes of the model (a forward and a backward pass each) that the sections ``keys``
+    make at the least, whatever the budget, by section: one per section, a forward-mode probe
+    (two) per NLC batch, :data:`MIN_ITERATIONS` power iterations (three passes each) at one
+    layer for the Jacobian, and on labelled data the loss surface's :data:`LOSS_MIN_STEPS`
+    Lanczos steps (twice: on all samples and by batch) and :data:`LOSS_MIN_PROBES` trace
+    products (:data:`PRODUCT_PASSES` each), and its slice, on every one of :data:`LOSS_BATCHES`
+    batches. A lower bound: the planned work is at least this."""
+    passes = {key: 1 for key in keys if key != "theory"}  # the theory runs no model
+    if "nlc" in passes:
+        passes["nlc"] = 2 * (settings.n_batches or 1)
+    if "jacobian" in passes:
+        passes["jacobian"] = MIN_ITERATIONS * 3
+    if "loss" in passes and labelled:
+        products = (2 * LOSS_MIN_STEPS + LOSS_MIN_PROBES) * PRODUCT_PASSES
+        passes["loss"] = (products + settings.landscape_steps) * LOSS_BATCHES
+    return passes
+
+
+def check_affordable(adapter, raw: torch.Tensor, settings: Any, keys: Sequence[str],
+                     labelled: bool, where: str) -> float:
+    """Refuse a report whose least work is over :data:`REFUSE_FACTOR` times its budget, inside
+    ``adapter.active()`` after a first (warm-up) forward pass: the seconds of a forward and
+    backward pass of two samples (the faster of two, on one thread) times
+    :func:`least_passes`.
+
+    One thread: a pass of two samples gains little from more, and on a busy machine threads
+    waiting for each other make the time of a small multi-threaded pass erratic (measured on
+    two cores under load: 100 times slower, for seconds, on a small convolutional network),
+    which would refuse reports that run in seconds.
+
+    Returns:
+        The estimate, seconds.
+
+    Raises:
+        BudgetExceededError: the estimate and the budget that would run it.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pass_seconds = min(_timed_pass(adapter, raw[:2], ())[0] for _ in range(2))
+    finally:
+        torch.set_num_threads(threads)
+    passes = least_passes(settings, keys, labelled)
+    least = sum(passes.values()) * pass_seconds
+    if least > REFUSE_FACTOR * settings.budget:
+        needed = math.ceil(least)
+        largest = max(passes, key=passes.get)
+        raise invalid(where, f"a report of about its budget, {settings.budget:g} s (at most "
+                      f"{REFUSE_FACTOR:g} times over)",
+                      f"at least {least:.0f} s on this model: {sum(passes.values())} forward and "
+                      f"backward passes of {pass_seconds:.3g} s each (timed on two samples), "
+                      f"{passes[largest]} of them for the {largest!r} section",
+                      f"to run it anyway, give it the time: budget={needed} (nngauge report "
+                      f"--budget {needed}); or leave out sections (sections=), or measure a "
+                      "shallower or narrower network", error=BudgetExceededError)
+    return least
 
 
 def power_of_two_plus_one(limit: float, low: int, high: int) -> int:
@@ -176,7 +254,8 @@ def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
     about :data:`PRODUCT_PASSES` passes of its samples plus as many per-pass overheads
     (measured on ResNets: a double backward through convolutions and batchnorm); Lanczos runs
     on all samples and again on each batch (the interval). Past the share at the fewest
-    samples, steps and products shrink together (to at least 8 and 6)."""
+    samples, steps and products shrink together (to at least :data:`LOSS_MIN_STEPS` and
+    :data:`LOSS_MIN_PROBES`)."""
     steps, probes = settings.hessian_steps, settings.hessian_probes
     overhead = max(cost.per_sample - cost.marginal_per_sample, 0.0) * TIMING_SAMPLES
     passes = (2 * steps + probes) * PRODUCT_PASSES + settings.landscape_steps
@@ -184,7 +263,8 @@ def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
     fewest = fixed + LOSS_MIN_SAMPLES * per_sample
     if fewest > share:
         shrink = share / fewest
-        steps, probes = max(8, int(steps * shrink)), max(6, int(probes * shrink))
+        steps = max(LOSS_MIN_STEPS, int(steps * shrink))
+        probes = max(LOSS_MIN_PROBES, int(probes * shrink))
         return {"loss_samples": LOSS_MIN_SAMPLES, "hessian_steps": steps,
                 "hessian_probes": probes}
     more = int((share - fewest) / max(per_sample, 1e-12))

@@ -40,6 +40,8 @@ table { border-collapse: collapse; font-size: 0.8rem; margin: 0.5rem 0; }
 th, td { border: 1px solid #d0d7de; padding: 0.2rem 0.5rem; text-align: right; }
 th { background: #f6f8fa; } td:first-child, th:first-child { text-align: left; }
 details { margin: 0.5rem 0; } .scroll { overflow-x: auto; }
+.banner { background: #fff8c5; border: 2px solid #bf8700; border-radius: 8px;
+          padding: 0.6rem 1rem; margin: 1rem 0; }
 </style>
 </head>
 <body>
@@ -47,6 +49,9 @@ details { margin: 0.5rem 0; } .scroll { overflow-x: auto; }
 <p class="meta">model <code id="model-name">{{ report.model_name }}</code> on data
 <code>{{ report.data_name }}</code> &middot; {{ report.model_summary['parameters'] }} parameters
 &middot; {{ '%.1f' % report.seconds }} s &middot; nngauge {{ version }}</p>
+{% if report.interrupted %}<div class="banner" id="interrupted"><b>Incomplete report:</b>
+{{ report.banner }}. The verdicts below use only the finished sections; run the report again
+to measure the rest.</div>{% endif %}
 
 <h2>Verdicts</h2>
 <div class="verdicts" id="verdicts">

@@ -34,18 +34,19 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import brentq
 
+from nngauge._internal.constraints import Choice, Real, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
-from nngauge.errors import ConvergenceError, InvalidInputError, UnknownNameError, invalid
+from nngauge.errors import ConvergenceError, InvalidInputError, invalid
 from nngauge.theory._gaussian import Method, gaussian_covariance, resolve
 from nngauge.theory._validate import (
+    ACTIVATION,
+    QUADRATURE,
+    STD,
     check_correlation,
     check_positive_int,
-    check_std,
-    check_variance,
 )
 
 Arch = Literal["layernorm", "resnet", "mlp"]
-ARCHS: tuple[str, ...] = ("layernorm", "resnet", "mlp")
 Phase = Literal["ordered", "critical", "chaotic"]
 
 CRITICAL_TOL = 1e-8
@@ -222,6 +223,8 @@ class CorrelationMap:
                           "correlation is undefined)", "use sigma_b > 0 or a larger sigma_w")
 
 
+@constrained(act=ACTIVATION, sigma_w=STD, sigma_b=STD, arch=Choice.literal(Arch),
+             q0=Real(0, low_open=True), method=Choice.literal(Method), quadrature=QUADRATURE)
 def correlation_map(
     act: Activation | str,
     sigma_w: float = 1.0,
@@ -256,9 +259,9 @@ def correlation_map(
         A :class:`CorrelationMap`.
 
     Raises:
-        InvalidInputError: negative or non-finite sigmas, a zero denominator (e.g.
-            sigma_w = sigma_b = 0), or (``"mlp"``) a length map that diverges.
-        UnknownNameError: an unknown ``arch``.
+        InvalidInputError: negative or non-finite sigmas, an unknown ``arch``, a zero
+            denominator (e.g. sigma_w = sigma_b = 0), or (``"mlp"``) a length map that
+            diverges.
 
     Example:
         >>> from nngauge.theory import correlation_map
@@ -266,25 +269,22 @@ def correlation_map(
         >>> p.phase, round(p.slope_at_one, 12)
         ('critical', 1.0)
     """
-    where = "correlation_map()"
     act = resolve(act)
-    sigma_w = check_std(sigma_w, "sigma_w", where)
-    sigma_b = check_std(sigma_b, "sigma_b", where)
-    if arch not in ARCHS:
-        raise UnknownNameError(f"{where} expected arch in {list(ARCHS)}; got arch={arch!r}. "
-                               "Fix: pick one of the known architectures.")
+    sigma_w, sigma_b = float(sigma_w), float(sigma_b)
     q = 1.0
     if arch == "mlp":
-        q0 = float(check_variance(q0, "q0", where, positive=True))
-        q = length_fixed_point(act, sigma_w, sigma_b, q0=q0, method=method, quadrature=quadrature)
+        q = length_fixed_point(act, sigma_w, sigma_b, q0=float(q0), method=method,
+                               quadrature=quadrature)
     cmap = CorrelationMap(act, sigma_w, sigma_b, arch, q, method, quadrature)
     if arch != "mlp" and cmap._denominator <= 0.0:
-        raise invalid(where, "a layer whose outputs have positive variance",
+        raise invalid("correlation_map()", "a layer whose outputs have positive variance",
                       f"zero variance for {act.label} at sigma_w={sigma_w}, sigma_b={sigma_b}",
                       "use sigma_w > 0 or sigma_b > 0 with an activation that is not 0 a.e.")
     return cmap
 
 
+@constrained(act=ACTIVATION, sigma_w=STD, sigma_b=STD, q0=Real(0),
+             method=Choice.literal(Method), quadrature=QUADRATURE)
 def length_fixed_point(
     act: Activation | str,
     sigma_w: float,

@@ -16,6 +16,7 @@ from typing import Callable
 
 from scipy.optimize import brentq
 
+from nngauge._internal.constraints import Choice, Maybe, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import invalid
 from nngauge.theory._correlation import (
@@ -25,7 +26,7 @@ from nngauge.theory._correlation import (
     correlation_map,
 )
 from nngauge.theory._gaussian import Method, resolve
-from nngauge.theory._validate import check_std
+from nngauge.theory._validate import ACTIVATION, QUADRATURE, STD
 
 DEFAULT_SIGMA_W = 1.0
 """sigma_w used when neither sigma is given (for LayerNorm networks only sigma_b / sigma_w
@@ -34,6 +35,8 @@ matters, so fixing sigma_w = 1 loses nothing there)."""
 _SEARCH_MAX = 1e4  # widest sigma a bracket search tries
 
 
+@constrained(act=ACTIVATION, sigma_w=Maybe(STD), sigma_b=Maybe(STD), arch=Choice.literal(Arch),
+             method=Choice.literal(Method), quadrature=QUADRATURE)
 def critical_init(
     act: Activation | str,
     *,
@@ -90,13 +93,13 @@ def critical_init(
         return cmap.slope_at_one - 1.0
 
     if sigma_b is None:
-        sw = DEFAULT_SIGMA_W if sigma_w is None else check_std(sigma_w, "sigma_w", where)
+        sw = DEFAULT_SIGMA_W if sigma_w is None else float(sigma_w)
         sb = _solve(lambda sb: -excess(sw, sb), f"sigma_b for {act.label} at sigma_w={sw}",
                     "ordered (slope at one below 1) already at sigma_b = 0",
                     "chaotic (slope at one above 1) for every sigma_b",
                     "use a larger sigma_w, or another activation or arch")
         return sw, sb
-    sb = check_std(sigma_b, "sigma_b", where)
+    sb = float(sigma_b)
     if abs(excess(DEFAULT_SIGMA_W, sb)) <= CRITICAL_TOL and abs(excess(2.0, sb)) <= CRITICAL_TOL:
         return DEFAULT_SIGMA_W, sb  # sigma_w does not matter (e.g. leaky relu, sigma_b = 0)
     sw = _solve(lambda sw: excess(sw, sb), f"sigma_w for {act.label} at sigma_b={sb}",

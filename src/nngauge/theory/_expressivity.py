@@ -11,27 +11,41 @@
   networks with weights N(0, sigma_w^2 / k) and biases N(0, sigma_b^2).
 
 Counts are exact Python integers (they do not overflow); lengths are returned in log space.
+Counts too large to compute in seconds are refused up front (``max_bits``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 from scipy.special import erf, gammaln
 
+from nngauge._internal.constraints import Choice, Integer, Maybe, constrained
 from nngauge.errors import invalid
-from nngauge.theory._validate import check_positive_int, check_std
+from nngauge.theory._counts import (
+    DEFAULT_MAX_BITS,
+    binomial_prefix_sum,
+    log2_regions,
+    log10_from_log2,
+    require_bits,
+    sum_bits,
+)
+from nngauge.theory._validate import COUNT, POSITIVE_STD, STD, WIDTH_OR_WIDTHS
 
 PiecewiseLinear = Literal["relu", "hard_tanh"]
 PBound = Literal["exact", "paper"]
 
 _HYPERPLANES_PER_NEURON = {"relu": 1, "hard_tanh": 2}
 
+MAX_BITS = Maybe(Integer(1))
+"""``max_bits``: the size limit of exact counts (None: no limit)."""
 
-def hyperplane_regions(k: int, m: int) -> int:
+
+@constrained(k=Integer(0), m=Integer(0), max_bits=MAX_BITS)
+def hyperplane_regions(k: int, m: int, *, max_bits: Optional[int] = DEFAULT_MAX_BITS) -> int:
     """Most regions k hyperplanes can cut R^m into: sum_{i=0}^{m} C(k, i) (Theorem 5).
 
     Raghu et al. (2017), Theorem 5 (appendix): any arrangement of k affine hyperplanes
@@ -39,25 +53,38 @@ def hyperplane_regions(k: int, m: int) -> int:
     components of the complement), with equality when the hyperplanes are in general position
     (Zaslavsky). r(k, m) = 2^k when k <= m.
 
+    The sum is exact and fast (binary splitting: r(10^6, 10^5), 141,179 decimal digits, in
+    a second or two); its size is estimated first, and sums beyond ``max_bits`` are refused
+    before any work.
+
     Args:
         k: number of hyperplanes, >= 0.
         m: dimension of the space, >= 0.
+        max_bits: refuse (:class:`~nngauge.errors.BudgetExceededError`) when the exact sum
+            would handle integers of more than this many bits: about log2 r(k, m) plus
+            log2(t!), t = min(m, k - m) terms (default 2**22, seconds of work); None: no
+            limit.
 
     Returns:
-        The bound as an exact Python int.
+        The bound as an exact Python int (print it with ``sys.set_int_max_str_digits`` raised
+        when it has more than 4300 digits; ``math.log10`` takes it as it is).
 
     Raises:
         InvalidInputError: k or m is not a non-negative integer.
+        BudgetExceededError: (an InvalidInputError) the sum is beyond ``max_bits``; the
+            message gives its estimated log10.
 
     Example:
         >>> from nngauge.theory import hyperplane_regions
         >>> hyperplane_regions(3, 2)  # three lines in general position cut the plane into 7
         7
     """
-    where = "hyperplane_regions()"
-    k = check_positive_int(k, "k", where, minimum=0)
-    m = check_positive_int(m, "m", where, minimum=0)
-    return sum(math.comb(k, i) for i in range(min(k, m) + 1))
+    k, m = int(k), int(m)
+    bits = sum_bits(k, m)
+    require_bits("hyperplane_regions()", f"r(k={k}, m={m}) = sum_(i <= m) C(k, i)", bits, bits,
+                 max_bits, log10_from_log2(log2_regions(k, m)),
+                 "use fewer hyperplanes or a lower dimension")
+    return binomial_prefix_sum(k, m)
 
 
 @dataclass(frozen=True)
@@ -91,12 +118,15 @@ class ActivationPatternBound:
         return asdict(self)
 
 
+@constrained(width=WIDTH_OR_WIDTHS, depth=COUNT, input_dim=COUNT,
+             activation=Choice.literal(PiecewiseLinear), max_bits=MAX_BITS)
 def max_activation_patterns(
     width: int | Sequence[int],
     depth: int,
     input_dim: int,
     *,
     activation: PiecewiseLinear = "relu",
+    max_bits: Optional[int] = DEFAULT_MAX_BITS,
 ) -> ActivationPatternBound:
     """Upper bound on the activation patterns of a ReLU or hard-tanh network (Theorem 1).
 
@@ -115,6 +145,11 @@ def max_activation_patterns(
         depth: n, the number of hidden layers (the length of ``width`` when it is a sequence).
         input_dim: m, the input dimension.
         activation: ``"relu"`` (default) or ``"hard_tanh"``.
+        max_bits: refuse (:class:`~nngauge.errors.BudgetExceededError`), before any work,
+            when an exact integer of the computation (a bound, the asymptotic form, or the
+            sum behind a factor r(c k, m), see :func:`hyperplane_regions`) would take more
+            than this many bits, or all of them together more than 64 times as many
+            (default 2**22); None: no limit.
 
     Returns:
         An :class:`ActivationPatternBound` (exact ints, and the log of the bound).
@@ -122,6 +157,7 @@ def max_activation_patterns(
     Raises:
         InvalidInputError: non-positive integers, an unknown activation, or a width sequence
             whose length is not ``depth``.
+        BudgetExceededError: (an InvalidInputError) the exact bound is beyond ``max_bits``.
 
     Example:
         >>> from nngauge.theory import max_activation_patterns
@@ -129,16 +165,14 @@ def max_activation_patterns(
         121
     """
     where = "max_activation_patterns()"
-    depth = check_positive_int(depth, "depth", where)
-    input_dim = check_positive_int(input_dim, "input_dim", where)
-    if activation not in _HYPERPLANES_PER_NEURON:
-        raise invalid(where, "activation in {'relu', 'hard_tanh'}", f"activation={activation!r}",
-                      "the bound is for piecewise-linear ReLU or hard-tanh networks")
-    widths = _widths(width, depth, where)
+    depth, input_dim = int(depth), int(input_dim)
     per_neuron = _HYPERPLANES_PER_NEURON[activation]
+    _require_pattern_bits(where, width, depth, input_dim, per_neuron, max_bits)
+    widths = _widths(width, depth, where)
+    factors = {k: binomial_prefix_sum(per_neuron * k, input_dim) for k in set(widths)}
     per_layer, total = [], 1
     for k in widths:
-        total *= hyperplane_regions(per_neuron * k, input_dim)
+        total *= factors[k]
         per_layer.append(total)
     return ActivationPatternBound(
         activation=activation,
@@ -152,17 +186,36 @@ def max_activation_patterns(
 
 
 def _widths(width: int | Sequence[int], depth: int, where: str) -> tuple[int, ...]:
-    if isinstance(width, (int, np.integer)) and not isinstance(width, bool):
-        return (check_positive_int(width, "width", where),) * depth
-    try:
-        widths = tuple(width)
-    except TypeError:
-        raise invalid(where, "width as an int or a sequence of ints", f"{type(width).__name__}",
-                      "pass the hidden width k or a list of widths") from None
+    """The declared ``width`` (one int or a sequence) as one width per hidden layer."""
+    if COUNT.accepts(width):
+        return (int(width),) * depth
+    widths = tuple(int(k) for k in width)
     if len(widths) != depth:
         raise invalid(where, f"{depth} widths (one per hidden layer)", f"{len(widths)} widths",
                       "pass one width per hidden layer, or a single int")
-    return tuple(check_positive_int(k, "width", where) for k in widths)
+    return widths
+
+
+def _require_pattern_bits(where: str, width: int | Sequence[int], depth: int, input_dim: int,
+                          per_neuron: int, max_bits: Optional[int]) -> None:
+    """Refuse, before any work, a bound of Theorem 1 whose exact integers exceed max_bits
+    (estimated from the widths: per-layer bounds, the asymptotic form, the factors' sums)."""
+    if max_bits is None:
+        return
+    counts: dict[int, int] = {}
+    if COUNT.accepts(width):
+        counts[int(width)] = depth
+    else:
+        for k in width:
+            counts[int(k)] = counts.get(int(k), 0) + 1
+    n = sum(counts.values())
+    bits = sum(c * log2_regions(per_neuron * k, input_dim) for k, c in counts.items())
+    asymptotic = sum(c * input_dim * math.log2(per_neuron * k) for k, c in counts.items())
+    # the per-layer bounds hold about (n + 1) / 2 times the bits of the last one, at most n
+    largest = max([bits, asymptotic] + [sum_bits(per_neuron * k, input_dim) for k in counts])
+    require_bits(where, f"the bound prod_l r({per_neuron} k_l, m={input_dim}) over {n} layers",
+                 largest, bits * (n + 1) / 2 + asymptotic, max_bits, log10_from_log2(bits),
+                 "use fewer or narrower layers, or a lower input_dim")
 
 
 @dataclass(frozen=True)
@@ -212,6 +265,8 @@ class TrajectoryGrowthBound:
                 for key, value in asdict(self).items()}
 
 
+@constrained(width=COUNT, depth=Integer(0), sigma_w=POSITIVE_STD, sigma_b=STD,
+             activation=Choice.literal(PiecewiseLinear), p_bound=Choice.literal(PBound))
 def trajectory_growth_bound(
     width: int,
     depth: int,
@@ -273,16 +328,7 @@ def trajectory_growth_bound(
         (1.16, (6,))
     """
     where = "trajectory_growth_bound()"
-    k = check_positive_int(width, "width", where)
-    depth = check_positive_int(depth, "depth", where, minimum=0)
-    sigma_w = check_std(sigma_w, "sigma_w", where, positive=True)
-    sigma_b = check_std(sigma_b, "sigma_b", where, positive=False)
-    if activation not in _HYPERPLANES_PER_NEURON:
-        raise invalid(where, "activation in {'relu', 'hard_tanh'}", f"activation={activation!r}",
-                      "Theorem 3 covers ReLU and hard-tanh networks")
-    if p_bound not in ("exact", "paper"):
-        raise invalid(where, "p_bound in {'exact', 'paper'}", f"p_bound={p_bound!r}",
-                      "use 'exact' (valid for all scales) or 'paper' (eq. (b), s >= 1)")
+    k, depth, sigma_w, sigma_b = int(width), int(depth), float(sigma_w), float(sigma_b)
     s = math.hypot(sigma_w, sigma_b)
     if activation == "relu":
         p_lo = 0.5

@@ -19,9 +19,16 @@ from nngauge.activations import (
     expectation,
     from_spec,
 )
+from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import hermite_coefficients as _hermite_coefficients
 from nngauge.errors import ConvergenceError, invalid
-from nngauge.theory._validate import check_correlation, check_positive_int, check_variance
+from nngauge.theory._validate import (
+    ACTIVATION,
+    CORRELATION,
+    QUADRATURE,
+    VARIANCE,
+    clipped_correlation,
+)
 
 Method = Literal["auto", "closed", "quadrature"]
 
@@ -35,6 +42,9 @@ def resolve(act: Activation | str) -> Activation:
     return from_spec(act)
 
 
+@constrained(act=ACTIVATION, rho=CORRELATION, q1=VARIANCE, q2=VARIANCE,
+             method=Choice.literal(Method), quadrature=QUADRATURE,
+             rtol=Maybe(Real(0, low_open=True)))
 def gaussian_covariance(
     act: Activation | str,
     rho: Any,
@@ -70,16 +80,12 @@ def gaussian_covariance(
         >>> float(gaussian_covariance("relu", 1.0))  # E[relu(z)^2] = 1/2
         0.5
     """
-    where = "gaussian_covariance()"
     act = resolve(act)
-    rho = check_correlation(rho, where)
-    q1 = check_variance(q1, "q1", where)
-    q2 = check_variance(q2, "q2", where)
-    if method not in ("auto", "closed", "quadrature"):
-        raise invalid(where, "method in {'auto', 'closed', 'quadrature'}", f"method={method!r}",
-                      "pick one of the three")
+    rho = clipped_correlation(rho)
+    q1 = np.asarray(q1, dtype=np.float64)
+    q2 = np.asarray(q2, dtype=np.float64)
     if method == "closed" and act.covariance_fn is None:
-        raise invalid(where, "an activation with a closed-form covariance",
+        raise invalid("gaussian_covariance()", "an activation with a closed-form covariance",
                       f"{act.label}, which has none", "use method='quadrature' or 'auto'")
     if method != "quadrature" and act.covariance_fn is not None:
         return np.asarray(act.covariance_fn(*np.broadcast_arrays(rho, q1, q2)), dtype=np.float64)
@@ -92,15 +98,17 @@ def cross_moment(f: Activation, g: Activation, rho, q1, q2, rule: Quadrature) ->
                                  g_breakpoints=g.breakpoints, rule=rule)
 
 
+@constrained(act=ACTIVATION, q=VARIANCE, quadrature=QUADRATURE)
 def gaussian_mean(act: Activation | str, q: Any = 1.0, *, quadrature: Quadrature = DEFAULT_QUADRATURE):
     """E[act(sqrt(q) z)], z ~ N(0, 1): the closed form when known, quadrature otherwise."""
     act = resolve(act)
-    q = check_variance(q, "q", "gaussian_mean()")
+    q = np.asarray(q, dtype=np.float64)
     if act.mean_fn is not None:
         return np.asarray(act.mean_fn(q), dtype=np.float64)
     return expectation(act.value, q, breakpoints=act.breakpoints, rule=quadrature)
 
 
+@constrained(act=ACTIVATION, n=Integer(1), q=Real(0), quadrature=QUADRATURE)
 def hermite_coefficients(
     act: Activation | str, n: int, *, q: float = 1.0, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> np.ndarray:
@@ -116,9 +124,8 @@ def hermite_coefficients(
         array([0., 1., 0.])
     """
     act = resolve(act)
-    n = check_positive_int(n, "n", "hermite_coefficients()")
-    q = float(check_variance(q, "q", "hermite_coefficients()"))
-    return _hermite_coefficients(act.value, n, q=q, breakpoints=act.breakpoints, rule=quadrature)
+    return _hermite_coefficients(act.value, int(n), q=float(q), breakpoints=act.breakpoints,
+                                 rule=quadrature)
 
 
 def _refine(compute, rule: Quadrature, rtol: float | None, max_refinements: int = 4):

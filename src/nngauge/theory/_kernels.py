@@ -23,19 +23,36 @@ expectations use the activation's closed form with unequal variances when it has
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 import numpy as np
 
+from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
-from nngauge.errors import invalid, require_extra
+from nngauge.errors import BudgetExceededError, invalid, require_extra
 from nngauge.theory._gaussian import gaussian_covariance, resolve
-from nngauge.theory._validate import as_float_array, check_positive_int, check_std
+from nngauge.theory._validate import (
+    ACTIVATION,
+    COUNT,
+    POSITIVE_STD,
+    QUADRATURE,
+    STD,
+    as_float_array,
+)
 
 Parameterization = Literal["ntk", "standard"]
 KernelKind = Literal["nngp", "ntk"]
-_PARAMETERIZATIONS = ("ntk", "standard")
+
+DEFAULT_MAX_SECONDS = 30.0
+"""Default ``max_seconds`` of :func:`nngp` and :func:`ntk`."""
+
+_TIMED_LAYERS = 3  # layers timed before an estimate up to 4 x max_seconds is trusted
+
+_KERNEL_OPTIONS = dict(act=ACTIVATION, depth=Integer(0), sigma_w=POSITIVE_STD, sigma_b=STD,
+                       parameterization=Choice.literal(Parameterization), width=Maybe(COUNT),
+                       quadrature=QUADRATURE, max_seconds=Maybe(Real(0, low_open=True)))
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,7 @@ class _Layer:
     quadrature: Quadrature
 
 
+@constrained(**_KERNEL_OPTIONS)
 def nngp(
     X: Any,
     act: Activation | str,
@@ -145,6 +163,7 @@ def nngp(
     parameterization: Parameterization = "ntk",
     width: Optional[int] = None,
     quadrature: Quadrature = DEFAULT_QUADRATURE,
+    max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
 ) -> KernelTrace:
     """Infinite-width NNGP kernels K_0..K_depth of a fully-connected network on inputs X.
 
@@ -175,12 +194,21 @@ def nngp(
             variance 9; ``Quadrature("hermite", 25)`` is ~300x faster, 3e-4 at unit variances
             but 0.3 at variance 9 (Gauss-Hermite is poor for steep or kinked functions, and
             for piecewise-linear ones use the default or a closed form).
+        max_seconds: time budget: once the first layers have been timed, refuse
+            (:class:`~nngauge.errors.BudgetExceededError`) when the whole depth would take
+            longer, at the speed of the fastest layer so far (the cost per layer is
+            n (n + 1) / 2 Gaussian expectations, twice as many for :func:`ntk`: from ~0.1 ms
+            with a closed form to seconds with quadrature and a few dozen inputs). Default
+            30 s; None: no limit.
+
     Returns:
         A :class:`KernelTrace` with ``kind="nngp"``; each kernel has shape (n, n).
 
     Raises:
         InvalidInputError: X not 2-D / empty / non-finite, depth < 0, sigma_w <= 0,
             sigma_b < 0, an unknown parameterization or a bad quadrature.
+        BudgetExceededError: (an InvalidInputError) the estimated time exceeds
+            ``max_seconds``; the message gives the estimate and the per-layer cost.
 
     Example:
         >>> import numpy as np
@@ -190,9 +218,11 @@ def nngp(
         array([[0.25  , 0.0796],
                [0.0796, 0.25  ]])
     """
-    return _trace("nngp", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature)
+    return _trace("nngp", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
+                  max_seconds)
 
 
+@constrained(**_KERNEL_OPTIONS)
 def ntk(
     X: Any,
     act: Activation | str,
@@ -203,6 +233,7 @@ def ntk(
     parameterization: Parameterization = "ntk",
     width: Optional[int] = None,
     quadrature: Quadrature = DEFAULT_QUADRATURE,
+    max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
 ) -> KernelTrace:
     """Infinite-width neural tangent kernels Theta_0..Theta_depth of a fully-connected network.
 
@@ -237,6 +268,7 @@ def ntk(
         parameterization: ``"ntk"`` (default) or ``"standard"``.
         width: hidden width, required for ``"standard"``, ignored for ``"ntk"``.
         quadrature: rule for activations without closed forms (see :func:`nngp`).
+        max_seconds: time budget (see :func:`nngp`). Default 30 s; None: no limit.
 
     Returns:
         A :class:`KernelTrace` with ``kind="ntk"``; each kernel has shape (n, n).
@@ -244,6 +276,8 @@ def ntk(
     Raises:
         InvalidInputError: as :func:`nngp`, and ``parameterization="standard"`` without a
             positive integer ``width``.
+        BudgetExceededError: (an InvalidInputError) the estimated time exceeds
+            ``max_seconds``.
 
     Example:
         >>> import numpy as np
@@ -253,49 +287,83 @@ def ntk(
         array([[0.5   , 0.0796],
                [0.0796, 0.5   ]])
     """
-    return _trace("ntk", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature)
+    return _trace("ntk", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
+                  max_seconds)
 
 
-def _trace(kind, X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature):
+def _trace(kind, X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
+           max_seconds):
     where = f"{kind}()"
     X = _check_inputs(X, where)
-    act = _check_activation(act, where)
-    depth = check_positive_int(depth, "depth", where, minimum=0)
-    sigma_w = check_std(sigma_w, "sigma_w", where, positive=True)
-    sigma_b = check_std(sigma_b, "sigma_b", where, positive=False)
-    if parameterization not in _PARAMETERIZATIONS:
-        raise invalid(where, "parameterization in {'ntk', 'standard'}",
-                      f"parameterization={parameterization!r}",
-                      "use 'ntk' (neural-tangents' default) or 'standard'")
-    if not isinstance(quadrature, Quadrature):
-        raise invalid(where, "quadrature as an nngauge.activations.Quadrature",
-                      f"{type(quadrature).__name__}",
-                      "pass e.g. Quadrature('hermite', 25) or leave the default")
+    act = resolve(act)
     needs_width = kind == "ntk" and parameterization == "standard"
-    if needs_width:
-        width = check_positive_int(width, "width", where)
+    if needs_width and width is None:
+        raise invalid(where, "width (the hidden width) with parameterization='standard'",
+                      "width=None", "pass width=n_h: the standard-parameterization NTK grows "
+                      "with the width")
     layer = _Layer(
         act=act,
         derivative=act.derivative_activation() if kind == "ntk" else None,
-        sigma_w=sigma_w,
-        sigma_b=sigma_b,
+        sigma_w=float(sigma_w),
+        sigma_b=float(sigma_b),
         parameterization=parameterization,
-        width=width if needs_width else None,
+        width=int(width) if needs_width else None,
         quadrature=quadrature,
     )
+    budget = _Budget(where, int(depth), max_seconds, X.shape[0], act.label)
     states = _iterate(_input_layer(X, layer, with_ntk=kind == "ntk"),
-                      lambda state: _hidden_layer(state, layer), depth)
+                      lambda state: _hidden_layer(state, layer), int(depth), budget)
     kernels = tuple(_frozen(s.nngp if kind == "nngp" else s.ntk) for s in states)
-    return KernelTrace(kind=kind, kernels=kernels, activation=act.label, sigma_w=sigma_w,
-                       sigma_b=sigma_b, parameterization=parameterization, width=layer.width)
+    return KernelTrace(kind=kind, kernels=kernels, activation=act.label, sigma_w=layer.sigma_w,
+                       sigma_b=layer.sigma_b, parameterization=parameterization,
+                       width=layer.width)
+
+
+@dataclass
+class _Budget:
+    """``max_seconds`` for a depth iteration: after each layer, the time so far plus the
+    remaining layers at the fastest layer's speed must stay within it. The first layers can
+    be a few times slower than the next ones (warm caches, kernels still far from their
+    limit), so before the third one only estimates over 4 x max_seconds are refused."""
+
+    where: str
+    depth: int
+    max_seconds: Optional[float]
+    n: int
+    activation: str
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+    fastest: float = float("inf")
+
+    def check(self, done: int, seconds: float) -> None:
+        """Refuse after ``done`` layers, the last of which took ``seconds``, if the estimate
+        for all ``depth`` exceeds the budget."""
+        self.fastest = min(self.fastest, seconds)
+        if self.max_seconds is None or done >= self.depth:
+            return
+        elapsed = time.perf_counter() - self.start
+        estimate = elapsed + self.fastest * (self.depth - done)
+        if estimate <= self.max_seconds * (1.0 if done >= _TIMED_LAYERS else 4.0):
+            return
+        raise invalid(
+            self.where, f"a computation within max_seconds={self.max_seconds:g}",
+            f"depth={self.depth} layers for {self.n} inputs and {self.activation}, an "
+            f"estimated {estimate:,.0f} s ({self.fastest * 1e3:.3g} ms per layer of "
+            f"{self.n * (self.n + 1) // 2} kernel entries, the fastest of {done} timed)",
+            "lower depth, pass fewer inputs, use a cheaper quadrature (e.g. "
+            "nngauge.activations.FAST_QUADRATURE) or an activation with a closed-form "
+            "covariance, or pass max_seconds=None (or a larger budget) to run it anyway",
+            error=BudgetExceededError)
 
 
 def _iterate(state: _KernelState, layer_map: Callable[[_KernelState], _KernelState],
-             depth: int) -> list[_KernelState]:
-    """[state, layer_map(state), layer_map(layer_map(state)), ...]: depth + 1 states."""
+             depth: int, budget: _Budget) -> list[_KernelState]:
+    """[state, layer_map(state), layer_map(layer_map(state)), ...]: depth + 1 states, within
+    the time ``budget``."""
     states = [state]
-    for _ in range(depth):
+    for done in range(1, depth + 1):
+        start = time.perf_counter()
         states.append(layer_map(states[-1]))
+        budget.check(done, time.perf_counter() - start)
     return states
 
 
@@ -345,14 +413,6 @@ def _check_inputs(X: Any, where: str) -> np.ndarray:
         raise invalid(where, "X of shape (n, d) with n >= 1 and d >= 1", f"shape {X.shape}",
                       "pass a 2-D array with one input per row (reshape(1, -1) for one input)")
     return X
-
-
-def _check_activation(act: Any, where: str) -> Activation:
-    if not isinstance(act, (Activation, str)):
-        raise invalid(where, "act as an nngauge Activation or a registry name",
-                      f"{type(act).__name__}",
-                      "pass e.g. 'relu' or nngauge.activations.get('relu')")
-    return resolve(act)
 
 
 def _symmetrize(K: np.ndarray) -> np.ndarray:

@@ -32,10 +32,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nngauge._internal.constraints import Choice, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature, expectation
 from nngauge.errors import invalid
 from nngauge.theory._gaussian import resolve
-from nngauge.theory._validate import as_float_array, check_variance
+from nngauge.theory._validate import ACTIVATION, POSITIVE, QUADRATURE
 
 Reference = Literal["absolute", "norm", "derivative"]
 
@@ -83,15 +84,9 @@ def _moments(act: Activation, q: np.ndarray, rule: Quadrature) -> _Moments:
     return _Moments(mean=mean, linear=cross / np.sqrt(q), second=_second_moment(act, q, rule))
 
 
-def _sigma_to_variance(sigma: Any, where: str) -> np.ndarray:
-    """q = sigma^2 for input standard deviations sigma > 0."""
-    arr = as_float_array(sigma, "sigma", where)
-    if np.any(arr <= 0):
-        raise invalid(where, "input standard deviations sigma > 0",
-                      f"sigma={arr[arr <= 0].ravel()[:3].tolist()}",
-                      "pass the standard deviation of the activation's Gaussian input (1.0 "
-                      "for unit pre-activations)")
-    return arr**2
+def _variance(sigma: Any) -> np.ndarray:
+    """q = sigma^2 for declared input standard deviations sigma > 0."""
+    return np.asarray(sigma, dtype=np.float64) ** 2
 
 
 def _require_nonconstant(variance: np.ndarray, second: np.ndarray, act: Activation,
@@ -103,6 +98,7 @@ def _require_nonconstant(variance: np.ndarray, second: np.ndarray, act: Activati
                       "pass a non-constant activation (its ratios are 0/0 otherwise)")
 
 
+@constrained(act=ACTIVATION, sigma=POSITIVE, quadrature=QUADRATURE)
 def nlc_activation(
     act: Activation | str, sigma: Any = 1.0, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> np.ndarray:
@@ -140,7 +136,7 @@ def nlc_activation(
     """
     where = "nlc_activation()"
     act = resolve(act)
-    q = _sigma_to_variance(sigma, where)
+    q = _variance(sigma)
     second, mean = _second_moment(act, q, quadrature), _mean(act, q, quadrature)
     variance = np.maximum(second - mean**2, 0.0)
     _require_nonconstant(variance, second, act, where)
@@ -148,6 +144,7 @@ def nlc_activation(
     return np.sqrt(q * derivative_power / variance)
 
 
+@constrained(act=ACTIVATION, sigma=POSITIVE, quadrature=QUADRATURE)
 def linear_approximation_error(
     act: Activation | str, sigma: Any = 1.0, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> np.ndarray:
@@ -177,7 +174,7 @@ def linear_approximation_error(
         0.222
     """
     act = resolve(act)
-    q = _sigma_to_variance(sigma, "linear_approximation_error()")
+    q = _variance(sigma)
     m = _moments(act, q, quadrature)
     fit_power = m.mean**2 + m.linear**2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -185,6 +182,8 @@ def linear_approximation_error(
                         np.where(m.residual > 0, np.inf, 0.0))
 
 
+@constrained(act=ACTIVATION, q=POSITIVE, relative_to=Choice.literal(Reference),
+             quadrature=QUADRATURE)
 def linearization_error(
     act: Activation | str,
     *,
@@ -226,10 +225,7 @@ def linearization_error(
     """
     where = "linearization_error()"
     act = resolve(act)
-    q = check_variance(q, "q", where, positive=True)
-    if relative_to not in ("absolute", "norm", "derivative"):
-        raise invalid(where, "relative_to in {'absolute', 'norm', 'derivative'}",
-                      f"relative_to={relative_to!r}", "pick one of the three")
+    q = np.asarray(q, dtype=np.float64)
     m = _moments(act, q, quadrature)
     if relative_to == "absolute":
         return m.residual
@@ -241,6 +237,7 @@ def linearization_error(
     return m.residual / reference
 
 
+@constrained(act=ACTIVATION, quadrature=QUADRATURE)
 def coefficient_of_nonlinearity(
     act: Activation | str, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> float:
@@ -282,6 +279,7 @@ def coefficient_of_nonlinearity(
     return float(m.residual / m.variance)
 
 
+@constrained(act=ACTIVATION, quadrature=QUADRATURE)
 def coefficient_of_nonaffinity(
     act: Activation | str, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> float:

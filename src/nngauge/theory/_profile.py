@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from nngauge._internal.constraints import Choice, constrained
 from nngauge.errors import NNGaugeError
 from nngauge.theory._correlation import Arch, CorrelationMap, correlation_map
 from nngauge.theory._critical import critical_init
@@ -27,6 +28,7 @@ from nngauge.theory._nonlinearity import (
     linearization_error,
     nlc_activation,
 )
+from nngauge.theory._validate import ACTIVATION, STD
 
 PAPER_SHRINKAGE = "shrinkage"
 PAPER_NLC = "NLC"
@@ -116,6 +118,7 @@ class ActivationProfile:
         }
 
 
+@constrained(act=ACTIVATION, sigma_w=STD, sigma_b=STD, arch=Choice.literal(Arch))
 def profile(act, sigma_w: float = 1.0, sigma_b: float = 0.0, *,
             arch: Arch = "layernorm") -> ActivationProfile:
     """Summarize an activation's infinite-width behaviour at one initialization.

@@ -27,16 +27,32 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from itertools import accumulate
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Optional, Sequence
 
-import numpy as np
-
+from nngauge._internal.constraints import Check, Choice, Either, Numbers, constrained
 from nngauge.errors import invalid
-from nngauge.theory._expressivity import hyperplane_regions
-from nngauge.theory._validate import check_positive_int, check_std
+from nngauge.theory._counts import (
+    DEFAULT_MAX_BITS,
+    binomial_prefix_sum,
+    log2_comb,
+    log2_regions,
+    log10_from_log2,
+    require_bits,
+    sum_bits,
+)
+from nngauge.theory._expressivity import MAX_BITS
+from nngauge.theory._validate import COUNT, POSITIVE_STD, STD, WIDTHS
 
 LowerConstruction = Literal["montufar", "arora"]
 UpperMethod = Literal["serra", "montufar", "raghu"]
+
+C_GRAD = Either((POSITIVE_STD, Numbers(0, low_open=True)))
+"""C_grad: one value for every layer, or one per layer."""
+
+BIAS_STD = Check(POSITIVE_STD.accepts, "a bias standard deviation > 0 (the bounds need biases "
+                 "with a density; for zero biases use max_regions_upper_bound())",
+                 (0, 0.0, -1.0, float("nan"), float("inf"), "1", True))
+"""sigma_b of Hanin and Rolnick's constants."""
 
 
 @dataclass(frozen=True)
@@ -68,11 +84,14 @@ class RegionCountBound:
         return asdict(self)
 
 
+@constrained(d_in=COUNT, widths=WIDTHS, construction=Choice.literal(LowerConstruction),
+             max_bits=MAX_BITS)
 def max_regions_lower_bound(
     d_in: int,
     widths: Sequence[int],
     *,
     construction: LowerConstruction = "montufar",
+    max_bits: Optional[int] = DEFAULT_MAX_BITS,
 ) -> RegionCountBound:
     """Lower bound on the maximal number of linear regions of a deep ReLU network.
 
@@ -114,6 +133,10 @@ def max_regions_lower_bound(
         widths: the hidden widths n_1..n_L, each an integer >= 1.
         construction: ``"montufar"`` (default: the classic bound, in terms of each width) or
             ``"arora"``.
+        max_bits: refuse (:class:`~nngauge.errors.BudgetExceededError`), before any work,
+            when an exact integer of the computation would take more than this many bits, or
+            all of them together more than 64 times as many (default 2**22, seconds of work);
+            None: no limit.
 
     Returns:
         A :class:`RegionCountBound` with ``kind="lower"``; ``per_layer[l - 1]`` is the same
@@ -122,6 +145,7 @@ def max_regions_lower_bound(
     Raises:
         InvalidInputError: d_in or a width is not a positive integer, widths is empty, the
             construction is unknown, or ``"arora"`` gets a layer narrower than 2.
+        BudgetExceededError: (an InvalidInputError) the exact bound is beyond ``max_bits``.
 
     Example:
         >>> from nngauge.theory import max_regions_lower_bound
@@ -131,35 +155,64 @@ def max_regions_lower_bound(
         (3, 6)
     """
     where = "max_regions_lower_bound()"
-    d_in = check_positive_int(d_in, "d_in", where)
-    widths = _check_widths(widths, where)
+    d_in, widths = int(d_in), tuple(int(n) for n in widths)
     if construction == "montufar":
-        per_layer = tuple(_montufar_lower(d_in, widths[:depth]) for depth in
-                          range(1, len(widths) + 1))
-    elif construction == "arora":
-        per_layer = _arora_lower(d_in, widths, where)
+        dims = _running_min(d_in, widths)
+        bits, folds, d_prev = [], 0.0, None
+        for l, (n, d) in enumerate(zip(widths, dims)):
+            if d != d_prev:  # the folds of every earlier layer change with d
+                folds, d_prev = sum(d * math.log2(m // d) for m in widths[:l]), d
+            elif l:
+                folds += d * math.log2(widths[l - 1] // d)
+            bits.append(folds + log2_regions(n, d))
+        _require_bound_bits(where, "lower", construction, d_in, widths, bits, max_bits,
+                            [sum_bits(n, d) for n, d in set(zip(widths, dims))])
+        per_layer = _montufar_lower(d_in, widths)
     else:
-        raise invalid(where, "construction in {'montufar', 'arora'}",
-                      f"construction={construction!r}",
-                      "use 'montufar' (Montufar et al. 2014) or 'arora' (Arora et al. 2018)")
+        narrow = [(i, n) for i, n in enumerate(widths) if n < 2]
+        if narrow:
+            i, n = narrow[0]
+            raise invalid(where, "widths >= 2 for construction='arora' (2m units in the first "
+                          "layer, w >= 2 in the others)", f"widths[{i}]={n}",
+                          "use construction='montufar', which works with every width >= 1")
+        m, mins = widths[0] // 2, _running_min(widths[1] if len(widths) > 1 else 2, widths[1:])
+        zonotope = 1.0 + log2_regions(m - 1, d_in - 1)
+        bits = [zonotope] + [zonotope + (l + 1) * math.log2(w) for l, w in enumerate(mins)]
+        _require_bound_bits(where, "lower", construction, d_in, widths, bits, max_bits,
+                            [sum_bits(m - 1, d_in - 1)])
+        per_layer = _arora_lower(d_in, widths)
     return _count_bound("lower", construction, d_in, widths, per_layer)
 
 
-def _montufar_lower(d_in: int, widths: tuple[int, ...]) -> int:
-    d = min(d_in, *widths)
-    folds = math.prod((n // d) ** d for n in widths[:-1])
-    return folds * hyperplane_regions(widths[-1], d)
+def _running_min(start: int, widths: Sequence[int]) -> list[int]:
+    """min(start, n_1, ..., n_l) for l = 1..L."""
+    out, low = [], start
+    for n in widths:
+        low = min(low, n)
+        out.append(low)
+    return out
 
 
-def _arora_lower(d_in: int, widths: tuple[int, ...], where: str) -> tuple[int, ...]:
-    narrow = [(i, n) for i, n in enumerate(widths) if n < 2]
-    if narrow:
-        i, n = narrow[0]
-        raise invalid(where, "widths >= 2 for construction='arora' (2m units in the first "
-                      "layer, w >= 2 in the others)", f"widths[{i}]={n}",
-                      "use construction='montufar', which works with every width >= 1")
+def _montufar_lower(d_in: int, widths: tuple[int, ...]) -> tuple[int, ...]:
+    """Montufar et al.'s bound for each prefix of the layers: the product of the folds of the
+    first l - 1 layers, (n_i // d)^d, times r(n_l, d), d = min(n_0, n_1, ..., n_l)."""
+    per_layer, regions = [], {}
+    folds, folded, d_prev = 1, 0, None
+    for l, (n, d) in enumerate(zip(widths, _running_min(d_in, widths))):
+        if d != d_prev:  # the folds of every earlier layer change with d
+            folds, folded, d_prev = 1, 0, d
+        for m in widths[folded:l]:
+            folds *= (m // d) ** d
+        folded = l
+        if (n, d) not in regions:
+            regions[n, d] = binomial_prefix_sum(n, d)
+        per_layer.append(folds * regions[n, d])
+    return tuple(per_layer)
+
+
+def _arora_lower(d_in: int, widths: tuple[int, ...]) -> tuple[int, ...]:
     m = widths[0] // 2
-    zonotope = 2 * sum(math.comb(m - 1, j) for j in range(min(d_in - 1, m - 1) + 1))
+    zonotope = 2 * binomial_prefix_sum(m - 1, d_in - 1)
     per_layer, w = [zonotope], None
     for n in widths[1:]:
         w = n if w is None else min(w, n)
@@ -167,11 +220,13 @@ def _arora_lower(d_in: int, widths: tuple[int, ...], where: str) -> tuple[int, .
     return tuple(per_layer)
 
 
+@constrained(d_in=COUNT, widths=WIDTHS, method=Choice.literal(UpperMethod), max_bits=MAX_BITS)
 def max_regions_upper_bound(
     d_in: int,
     widths: Sequence[int],
     *,
     method: UpperMethod = "serra",
+    max_bits: Optional[int] = DEFAULT_MAX_BITS,
 ) -> RegionCountBound:
     """Upper bound on the number of linear regions of a ReLU network, over all its weights.
 
@@ -207,6 +262,10 @@ def max_regions_upper_bound(
         d_in: the input dimension n_0 >= 1.
         widths: the hidden widths n_1..n_L, each an integer >= 1.
         method: ``"serra"`` (default), ``"montufar"`` or ``"raghu"``.
+        max_bits: refuse (:class:`~nngauge.errors.BudgetExceededError`), before any work,
+            when an exact integer of the computation would take more than this many bits, or
+            all of them together (serra: with its tables) more than 64 times as many
+            (default 2**22, seconds of work); None: no limit.
 
     Returns:
         A :class:`RegionCountBound` with ``kind="upper"``; ``per_layer[l - 1]`` is the same
@@ -215,6 +274,7 @@ def max_regions_upper_bound(
     Raises:
         InvalidInputError: d_in or a width is not a positive integer, widths is empty, or the
             method is unknown.
+        BudgetExceededError: (an InvalidInputError) the exact bound is beyond ``max_bits``.
 
     Example:
         >>> from nngauge.theory import max_regions_upper_bound
@@ -224,18 +284,36 @@ def max_regions_upper_bound(
         64
     """
     where = "max_regions_upper_bound()"
-    d_in = check_positive_int(d_in, "d_in", where)
-    widths = _check_widths(widths, where)
+    d_in, widths = int(d_in), tuple(int(n) for n in widths)
+    dims = _running_min(d_in, widths) if method != "raghu" else [d_in] * len(widths)
+    bits = list(accumulate(log2_regions(n, d) for n, d in zip(widths, dims)))  # >= serra's
+    factors = set(zip(widths, dims))
+    tables = 0.0
+    if method == "serra":  # binomial tables and the dynamic programme's counts
+        tables = sum((d + 1) * log2_comb(n, min(d, n // 2)) for n, d in factors)
+        tables += max((d + 1) * b for d, b in zip(dims, bits))
+    _require_bound_bits(where, "upper", method, d_in, widths, bits, max_bits,
+                        [sum_bits(n, d) for n, d in factors] if method != "serra" else [],
+                        tables)
     if method == "serra":
         per_layer = _serra_upper(d_in, widths)
-    elif method in ("montufar", "raghu"):
-        factors = [hyperplane_regions(n, min(d_in, *widths[:l + 1]) if method == "montufar"
-                                      else d_in) for l, n in enumerate(widths)]
-        per_layer = tuple(accumulate(factors, lambda a, b: a * b))
     else:
-        raise invalid(where, "method in {'serra', 'montufar', 'raghu'}", f"method={method!r}",
-                      "use 'serra' (the tightest), 'montufar' or 'raghu' (for comparison)")
+        regions = {(n, d): binomial_prefix_sum(n, d) for n, d in factors}
+        per_layer = tuple(accumulate((regions[f] for f in zip(widths, dims)),
+                                     lambda a, b: a * b))
     return _count_bound("upper", method, d_in, widths, per_layer)
+
+
+def _require_bound_bits(where: str, kind: str, method: str, d_in: int, widths: tuple[int, ...],
+                        bits: list[float], max_bits: Optional[int], sums: list[float],
+                        tables: float = 0.0) -> None:
+    """Refuse a region-count bound whose exact integers exceed ``max_bits``: ``bits`` are
+    (upper estimates of) log2 of the per-layer bounds, ``sums`` the bits the exact binomial
+    sums behind them multiply, ``tables`` the bits of any tables held besides."""
+    require_bits(where, f"the {kind} bound ({method}) for d_in={d_in} and {len(widths)} layers "
+                 f"up to width {max(widths)}", max([bits[-1]] + sums),
+                 sum(bits) + tables, max_bits, log10_from_log2(bits[-1]),
+                 "use fewer or narrower layers, or a lower d_in")
 
 
 def _serra_upper(d_in: int, widths: tuple[int, ...]) -> tuple[int, ...]:
@@ -280,22 +358,6 @@ def _count_bound(kind: str, method: str, d_in: int, widths: tuple[int, ...],
                             log10_bound=math.log10(per_layer[-1]))
 
 
-def _check_widths(widths: Any, where: str) -> tuple[int, ...]:
-    if isinstance(widths, (int, np.integer, str, bytes)):
-        raise invalid(where, "widths as a sequence of hidden-layer widths",
-                      f"widths={widths!r}", "pass a list, e.g. [k] for one hidden layer of k")
-    try:
-        items = tuple(widths)
-    except TypeError:
-        raise invalid(where, "widths as a sequence of hidden-layer widths",
-                      f"{type(widths).__name__}", "pass a list of ints, one per hidden layer"
-                      ) from None
-    if not items:
-        raise invalid(where, "at least one hidden layer", "widths=()",
-                      "pass one width per hidden layer, e.g. [64, 64]")
-    return tuple(check_positive_int(n, f"widths[{i}]", where) for i, n in enumerate(items))
-
-
 @dataclass(frozen=True)
 class GaussianRegionConstants:
     """Hanin and Rolnick's constants for a ReLU MLP with Gaussian weights and biases.
@@ -320,6 +382,7 @@ class GaussianRegionConstants:
         return asdict(self)
 
 
+@constrained(depth=COUNT, sigma_w=POSITIVE_STD, sigma_b=BIAS_STD)
 def gaussian_region_constants(
     depth: int,
     *,
@@ -369,24 +432,12 @@ def gaussian_region_constants(
         >>> [round(g, 4) for g in c.c_grad_per_layer], round(c.c_bias, 4)
         ([1.4142, 1.4142, 1.4142], 0.3989)
     """
-    where = "gaussian_region_constants()"
-    depth = check_positive_int(depth, "depth", where)
-    sigma_w = check_std(sigma_w, "sigma_w", where, positive=True)
-    sigma_b = _check_bias_std(sigma_b, where)
+    depth, sigma_w, sigma_b = int(depth), float(sigma_w), float(sigma_b)
     ratio = sigma_w / math.sqrt(2.0)  # sqrt(sigma_w^2 / 2), exactly 1 at sigma_w = sqrt(2)
     per_layer = tuple(sigma_w * ratio ** (l - 1) for l in range(1, depth + 1))
     return GaussianRegionConstants(sigma_w=sigma_w, sigma_b=sigma_b,
                                    c_bias=1.0 / (sigma_b * math.sqrt(2.0 * math.pi)),
                                    c_grad_per_layer=per_layer, c_grad=max(per_layer))
-
-
-def _check_bias_std(sigma_b: Any, where: str) -> float:
-    sigma_b = check_std(sigma_b, "sigma_b", where)
-    if sigma_b == 0:
-        raise invalid(where, "sigma_b > 0", "sigma_b=0",
-                      "the bounds need biases with a density; pass the bias standard "
-                      "deviation, or use max_regions_upper_bound() for zero biases")
-    return sigma_b
 
 
 @dataclass(frozen=True)
@@ -418,6 +469,7 @@ class ExpectedRegionsOnSegment:
         return asdict(self)
 
 
+@constrained(widths=WIDTHS, c_grad=C_GRAD, c_bias=POSITIVE_STD, length=STD)
 def expected_regions_per_length(
     widths: Sequence[int],
     *,
@@ -474,11 +526,9 @@ def expected_regions_per_length(
         >>> round(b.crossings_per_length, 2), round(b.regions, 1)  # 96 sqrt(2) / sqrt(2 pi)
         (54.16, 109.3)
     """
-    where = "expected_regions_per_length()"
-    widths = _check_widths(widths, where)
-    grads = _per_layer_c_grad(c_grad, len(widths), where)
-    c_bias = check_std(c_bias, "c_bias", where, positive=True)
-    length = check_std(length, "length", where)
+    widths = tuple(int(n) for n in widths)
+    grads = _per_layer_c_grad(c_grad, len(widths), "expected_regions_per_length()")
+    c_bias, length = float(c_bias), float(length)
     density = c_bias * sum(n * g for n, g in zip(widths, grads))
     return ExpectedRegionsOnSegment(widths=widths, n_neurons=sum(widths), c_grad=grads,
                                     c_bias=c_bias, length=length,
@@ -486,9 +536,10 @@ def expected_regions_per_length(
 
 
 def _per_layer_c_grad(c_grad: Any, depth: int, where: str) -> tuple[float, ...]:
-    if np.ndim(c_grad) == 0:
-        return (check_std(c_grad, "c_grad", where, positive=True),) * depth
-    grads = tuple(check_std(g, "c_grad", where, positive=True) for g in np.ravel(c_grad))
+    """The declared ``c_grad`` (:data:`C_GRAD`) as one value per layer."""
+    if POSITIVE_STD.accepts(c_grad):
+        return (float(c_grad),) * depth
+    grads = tuple(float(g) for g in c_grad)
     if len(grads) != depth:
         raise invalid(where, f"c_grad as one value or {depth} values (one per hidden layer)",
                       f"{len(grads)} values", "pass one C_grad, or one per hidden layer")
@@ -528,6 +579,7 @@ class ExpectedRegionsInVolume:
         return asdict(self)
 
 
+@constrained(d_in=COUNT, widths=WIDTHS, c_grad=C_GRAD, c_bias=POSITIVE_STD, volume=STD)
 def expected_regions_per_volume(
     d_in: int,
     widths: Sequence[int],
@@ -585,11 +637,9 @@ def expected_regions_per_volume(
         (32.0, 96.0)
     """
     where = "expected_regions_per_volume()"
-    d_in = check_positive_int(d_in, "d_in", where)
-    widths = _check_widths(widths, where)
+    d_in, widths = int(d_in), tuple(int(n) for n in widths)
     grad = max(_per_layer_c_grad(c_grad, len(widths), where))
-    c_bias = check_std(c_bias, "c_bias", where, positive=True)
-    volume = check_std(volume, "volume", where)
+    c_bias, volume = float(c_bias), float(volume)
     n_neurons = sum(widths)
     if n_neurons < d_in:
         raise invalid(where, f"at least d_in={d_in} neurons (the theorem's count form)",

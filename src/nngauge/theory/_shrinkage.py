@@ -24,14 +24,21 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from nngauge._internal.constraints import Array, Check, Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import Activation
-from nngauge.errors import UnknownNameError, invalid
+from nngauge.errors import invalid
 from nngauge.theory._correlation import _has_jumps
 from nngauge.theory._gaussian import gaussian_covariance, resolve
 from nngauge.theory._nonlinearity import linearization_error
-from nngauge.theory._validate import as_float_array, check_positive_int
+from nngauge.theory._validate import ACTIVATION
 
 ShrinkageArch = Literal["layernorm", "resnet"]
+
+ACTIVATIONS = Check(lambda v: ACTIVATION.accepts(v) or (
+    isinstance(v, (list, tuple)) and bool(v) and all(ACTIVATION.accepts(a) for a in v)),
+    "an activation (name, spec or Activation) or a non-empty list of them, one per layer",
+    (3, None, [], ["erf", 3]))
+"""One activation for every layer, or one per layer."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,9 @@ class ShrinkageBound:
         return out
 
 
+@constrained(activations=ACTIVATIONS, depth=Maybe(Integer(1)), rho_max=Maybe(Real(-1, 1)),
+             jacobian_norm_sq=Maybe(Real(0, low_open=True)),
+             arch=Choice.literal(ShrinkageArch), residual_std=Array(0))
 def shrinkage_bound(
     activations: Activation | str | Sequence[Activation | str],
     depth: int | None = None,
@@ -109,9 +119,9 @@ def shrinkage_bound(
 
     Raises:
         InvalidInputError: neither or both of rho_max / jacobian_norm_sq, a depth mismatch,
-            rho_max outside [-1, 1], a non-positive budget, or a bound that is vacuous
-            because every layer is linear (total = 0) when solving for rho_max.
-        UnknownNameError: an unknown ``arch``.
+            rho_max outside [-1, 1], a non-positive budget, an unknown ``arch``, or a bound
+            that is vacuous because every layer is linear (total = 0) when solving for
+            rho_max.
 
     Example:
         >>> from nngauge.theory import shrinkage_bound
@@ -120,31 +130,23 @@ def shrinkage_bound(
         1.0652
     """
     where = "shrinkage_bound()"
-    if arch not in ("layernorm", "resnet"):
-        raise UnknownNameError(f"{where} expected arch in ['layernorm', 'resnet']; got "
-                               f"arch={arch!r}. Fix: pick one of the two.")
     if (rho_max is None) == (jacobian_norm_sq is None):
         raise invalid(where, "exactly one of rho_max, jacobian_norm_sq",
                       f"rho_max={rho_max!r}, jacobian_norm_sq={jacobian_norm_sq!r}",
                       "give rho_max to bound the Jacobian, or a Jacobian budget to bound rho_max")
     acts = _layer_activations(activations, depth, where)
-    stds = as_float_array(residual_std, "residual_std", where)
-    if stds.ndim > 1 or stds.size not in (1, len(acts)) or np.any(stds < 0):
-        raise invalid(where, f"residual_std >= 0, one value or {len(acts)} (one per layer)",
-                      f"residual_std={residual_std!r}", "pass non-negative standard deviations")
+    stds = np.asarray(residual_std, dtype=np.float64)
+    if stds.ndim > 1 or stds.size not in (1, len(acts)):
+        raise invalid(where, f"residual_std as one value or {len(acts)} (one per layer)",
+                      f"residual_std={residual_std!r}",
+                      "pass one standard deviation, or one per layer")
     stds = np.broadcast_to(stds.ravel(), (len(acts),))
     terms = tuple(_layer_term(act, float(s), arch) for act, s in zip(acts, stds))
     total = float(sum(terms))
     if rho_max is not None:
-        rho = float(as_float_array(rho_max, "rho_max", where))
-        if not -1.0 <= rho <= 1.0:
-            raise invalid(where, "rho_max in [-1, 1]", f"rho_max={rho_max!r}",
-                          "pass a correlation (cosine similarity)")
+        rho = float(rho_max)
         return ShrinkageBound(arch, terms, rho, (1.0 - rho) ** 2 / 8.0 * total, "jacobian_norm_sq")
-    budget = float(as_float_array(jacobian_norm_sq, "jacobian_norm_sq", where))
-    if budget <= 0.0:
-        raise invalid(where, "jacobian_norm_sq > 0", f"jacobian_norm_sq={jacobian_norm_sq!r}",
-                      "pass the squared operator norm you can afford (1 at criticality)")
+    budget = float(jacobian_norm_sq)
     if total == 0.0:
         raise invalid(where, "at least one nonlinear layer (a positive sum)", "total = 0",
                       "every layer is linear: rho_max is not constrained by the Jacobian")
@@ -170,10 +172,10 @@ def _layer_activations(activations, depth, where: str) -> list[Activation]:
         if depth is None:
             raise invalid(where, "depth with a single activation", "depth=None",
                           "pass depth=L, or one activation per layer")
-        return [resolve(activations)] * check_positive_int(depth, "depth", where)
+        return [resolve(activations)] * depth
     acts = [resolve(a) for a in activations]
-    if not acts or (depth is not None and depth != len(acts)):
+    if depth is not None and depth != len(acts):
         raise invalid(where, "one activation per layer (depth matching their number)",
                       f"{len(acts)} activations, depth={depth!r}",
-                      "pass a non-empty list and leave depth out")
+                      "leave depth out, or pass one activation per layer")
     return acts

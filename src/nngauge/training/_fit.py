@@ -21,8 +21,11 @@ from typing import Any, Callable, Literal, Optional, Union
 import torch
 from torch import nn
 
+from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Instance, Integer, Maybe, Real, constrained
+from nngauge._internal.adapter import ModelAdapter, batch_coupled, model_dtype_device
+from nngauge._internal.data import as_batches
 from nngauge._internal.layers import preserved_state
-from nngauge._internal.adapter import batch_coupled, model_dtype_device
+from nngauge._internal.losses import check_class_labels
 from nngauge.data._splits import LabelledData, as_labelled
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult, plain
@@ -149,6 +152,7 @@ class FitResult(MeasureResult):
         return pd.DataFrame([plain(row) for row in self.history])
 
 
+@constrained()
 def output_scale(model: nn.Module, inputs: torch.Tensor, *, batch_size: int = 250) -> float:
     """c = Q_{x,j} f(x, j): the quadratic mean of the outputs over inputs and output units.
 
@@ -156,12 +160,24 @@ def output_scale(model: nn.Module, inputs: torch.Tensor, *, batch_size: int = 25
     model runs in training mode (batchnorm uses batch statistics, as in training) on batches of
     ``batch_size`` in order; its modes and buffers are restored.
 
+    Args:
+        model: the network, mapping inputs (n, ...) to outputs (n, ...).
+        inputs: at least one sample (n, ...), finite, floating point, of the shape the model
+            reads; converted to the model's dtype and device.
+        batch_size: samples per forward pass.
+
     Example:
         >>> import torch
         >>> output_scale(torch.nn.Linear(3, 2, bias=False).requires_grad_(False).eval(),
         ...              torch.zeros(4, 3))
         0.0
     """
+    inputs, _ = _checked_inputs(inputs, model, "output_scale()")
+    return _output_scale(model, inputs, batch_size)
+
+
+def _output_scale(model: nn.Module, inputs: torch.Tensor, batch_size: int) -> float:
+    """:func:`output_scale` on inputs already checked (:func:`_prepared`)."""
     total, count = 0.0, 0
     with preserved_state(model), torch.no_grad():
         model.train()
@@ -172,8 +188,27 @@ def output_scale(model: nn.Module, inputs: torch.Tensor, *, batch_size: int = 25
     return math.sqrt(total / count)
 
 
+@constrained()
 def classification_error(model: nn.Module, data: LabelledData, *, batch_size: int = 250) -> float:
-    """Fraction of ``data`` misclassified by ``argmax`` of the outputs, in eval mode."""
+    """Fraction of ``data`` misclassified by ``argmax`` of the outputs, in eval mode.
+
+    Args:
+        model: a classifier mapping inputs (n, d) to class scores (n, k).
+        data: ``(inputs, labels)``: at least one sample, labels integers in [0, k) of shape
+            (n,).
+        batch_size: samples per forward pass.
+
+    Example:
+        >>> import torch
+        >>> net = torch.nn.Linear(2, 2)
+        >>> classification_error(net, (torch.zeros(3, 2), torch.tensor([0, 1, 1]))) in (1 / 3, 2 / 3)
+        True
+    """
+    return _error_rate(model, _prepared(data, model, "classification_error()"), batch_size)
+
+
+def _error_rate(model: nn.Module, data: LabelledData, batch_size: int = 250) -> float:
+    """:func:`classification_error` on data already checked (:func:`_prepared`)."""
     wrong = 0
     with preserved_state(model), torch.no_grad():
         model.eval()
@@ -194,6 +229,12 @@ def make_optimizer(spec: OptimizerSpec, params, lr: float, momentum: float = 0.0
                   "pass optimizer='sgd'")
 
 
+@constrained(lr=Real(0, low_open=True),
+             optimizer=Either((Choice.literal(OptimizerName), CALLABLE)),
+             momentum=Real(0, 1, high_open=True), loss_scaling=Flag(),
+             dtype=Maybe(Instance((torch.dtype,), "a torch floating-point dtype", ("float64", 64))),
+             max_epochs=Maybe(Integer(1)), patience=Integer(1), decay_patience=Integer(1),
+             decay_factor=Real(1, low_open=True), n_decays=Integer(0))
 def fit(
     model: nn.Module,
     train: Any,
@@ -256,28 +297,23 @@ def fit(
         (True, 6)
     """
     where = "fit()"
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise invalid(where, "lr a finite number > 0", repr(lr), "pass e.g. lr=0.1 or use lr_search()")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise invalid(where, "batch_size an integer >= 1", repr(batch_size), "pass batch_size=250")
-    if max_epochs is not None and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int)
-                                   or max_epochs < 1):
-        raise invalid(where, "max_epochs None or an integer >= 1", repr(max_epochs),
-                      "pass e.g. max_epochs=100")
     schedule = StallSchedule(patience=patience, decay_patience=decay_patience,
                              decay_factor=decay_factor, n_decays=n_decays)
-    if dtype is not None:
+    train = _prepared(train, model, f"{where} (train data)")
+    val = _prepared(val, model, f"{where} (val data)")
+    test = None if test is None else _prepared(test, model, f"{where} (test data)")
+    if dtype is not None:  # only once the data are known to be good: the model is changed
         model.to(dtype)
-    train, val = _prepared(train, model, where), _prepared(val, model, where)
-    test = None if test is None else _prepared(test, model, where)
+        train, val, test = (None if d is None else LabelledData(d.inputs.to(dtype), d.labels)
+                            for d in (train, val, test))
     was_training = model.training
-    scale = output_scale(model, train.inputs, batch_size=batch_size) if loss_scaling else 1.0
+    scale = _output_scale(model, train.inputs, batch_size) if loss_scaling else 1.0
     if not math.isfinite(scale) or scale <= 0:
         raise invalid(where, "outputs with a positive, finite quadratic mean at initialization",
                       f"c = {scale}", "check the model's initialization or pass loss_scaling=False")
 
     history = [EpochRecord(0, float(lr), math.nan, math.nan,
-                           classification_error(model, val, batch_size=batch_size), "improved")]
+                           _error_rate(model, val, batch_size), "improved")]
     schedule.update(history[0].val_error)
     best_state = _snapshot(model)
     opt = make_optimizer(optimizer, model.parameters(), lr, momentum)
@@ -291,7 +327,7 @@ def fit(
             history.append(EpochRecord(len(history), rate, loss, error, math.nan, "diverged"))
             stopped_by, diverged = "diverged", True
             break
-        val_error = classification_error(model, val, batch_size=batch_size)
+        val_error = _error_rate(model, val, batch_size)
         action = schedule.update(val_error)
         history.append(EpochRecord(len(history), rate, loss, error, val_error, action))
         if action == "improved":
@@ -306,9 +342,8 @@ def fit(
     model.train(was_training)
     return FitResult(
         best_val_error=schedule.best,
-        test_error=None if test is None else classification_error(model, test,
-                                                                  batch_size=batch_size),
-        train_error=classification_error(model, train, batch_size=batch_size),
+        test_error=None if test is None else _error_rate(model, test, batch_size),
+        train_error=_error_rate(model, train, batch_size),
         epochs=len(history) - 1, best_epoch=schedule.best_epoch, lr=float(lr),
         final_lr=lr * schedule.lr_scale, n_decays=schedule.decays_done, loss_scale=scale,
         diverged=diverged, stopped_by=stopped_by, history=tuple(history))
@@ -341,14 +376,48 @@ def _train_epoch(model, train: LabelledData, opt, scale: float, batch_size: int,
 
 
 def _prepared(data: Any, model: nn.Module, where: str) -> LabelledData:
+    """``data`` as :class:`LabelledData` on the model's dtype and device, refused unless the
+    model can be trained on it: the shared checks of every measure's data (at least one
+    sample; finite floating-point inputs, on a real device) and labels (integer classes, one per
+    sample, within the model's outputs), and one forward pass of two samples (inputs the
+    model's forward() accepts, class scores (n, k) out)."""
     data = as_labelled(data, where)
-    if not torch.is_floating_point(data.inputs) or torch.is_floating_point(data.labels):
-        raise invalid(where, "floating-point inputs and integer class labels",
-                      f"inputs {data.inputs.dtype}, labels {data.labels.dtype}",
-                      "convert inputs with .float() and labels with .long()")
+    if data.labels.is_meta:
+        raise invalid(where, "labels holding values", "meta-device labels (shapes only)",
+                      "materialize the labels on a real device (e.g. the CPU) first")
+    inputs, scores = _checked_inputs(data.inputs, model, where)
+    labels = data.labels.to(inputs.device)
+    if scores.dim() != 2:
+        raise invalid(where, "a classifier returning class scores of shape (n, n_classes)",
+                      f"outputs of shape {tuple(scores.shape)} for inputs of shape "
+                      f"{tuple(inputs[:2].shape)}", "pass a model whose forward() returns one "
+                      "row of class scores (logits) per sample")
+    check_class_labels(scores[:1].expand(len(labels), -1), labels, where)
+    return LabelledData(inputs, labels.to(torch.int64))
+
+
+def _checked_inputs(inputs: Any, model: nn.Module, where: str
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``inputs`` on the model's dtype and device, checked as every measure checks its data
+    (:func:`nngauge._internal.data.as_batches`), and the model's outputs on the first two
+    samples (a forward pass that fails is the adapter's error on rejected inputs); the model's
+    weights must hold finite values (the adapter's refusal)."""
+    if not isinstance(inputs, torch.Tensor):
+        inputs = torch.as_tensor(inputs)
+    next(as_batches(inputs, batch_size=max(1, inputs.shape[0] if inputs.dim() else 1),
+                    where=where))  # every check of as_batches, e.g. no samples
     dtype, device = model_dtype_device(model)
-    return LabelledData(data.inputs.to(dtype=dtype or data.inputs.dtype, device=device),
-                        data.labels.to(dtype=torch.int64, device=device))
+    inputs = inputs.to(dtype=dtype or inputs.dtype, device=device)
+    # running statistics: a batchnorm net in training mode can still check one sample
+    adapter = ModelAdapter(model, where=where, norm_mode="eval",
+                           precision=dtype or torch.float32)
+    with adapter.active():
+        scores = adapter.call_model(inputs[:2])
+    if not isinstance(scores, torch.Tensor):
+        raise invalid(where, "a model returning a tensor of outputs",
+                      f"a {type(scores).__name__}", "wrap the model so that forward() returns "
+                      "the class scores (logits) as one tensor")
+    return inputs, scores
 
 
 def _snapshot(model: nn.Module) -> dict[str, torch.Tensor]:

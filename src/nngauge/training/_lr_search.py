@@ -19,16 +19,21 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import nn
 
+from nngauge._internal.constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer, Maybe,
+                                          Real, constrained)
 from nngauge._internal.layers import layer_kind
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
-from nngauge.training._fit import (FitResult, OptimizerSpec, _prepared, fit, make_optimizer,
-                                   output_scale)
+from nngauge.training._fit import (FitResult, OptimizerName, OptimizerSpec, _output_scale,
+                                   _prepared, fit, make_optimizer)
 
 ModelSource = Union[nn.Module, Callable[[], nn.Module]]
 _SHARED_OPTIONS = ("optimizer", "momentum", "batch_size", "loss_scaling")
 
 
+@constrained(optimizer=Either((Choice.literal(OptimizerName), CALLABLE)),
+             momentum=Real(0, 1, high_open=True), scale=Real(0, low_open=True),
+             warmup_epochs=Maybe(Integer(0)), loss_scaling=Flag())
 def smallest_lr(model: nn.Module, train: Any, *, optimizer: OptimizerSpec = "sgd",
                 momentum: float = 0.0, batch_size: int = 250, scale: float = 1e-8,
                 warmup_epochs: Optional[int] = None, loss_scaling: bool = True,
@@ -43,7 +48,7 @@ def smallest_lr(model: nn.Module, train: Any, *, optimizer: OptimizerSpec = "sgd
         model: the initialized network (not modified: a copy is used).
         train: ``(inputs, labels)``; one epoch of shuffled minibatches of ``batch_size``.
         optimizer, momentum, loss_scaling: as in :func:`fit`.
-        scale: 1e-8 in the paper (1e-16 for its 60-rate study).
+        scale: a finite number > 0: 1e-8 in the paper (1e-16 for its 60-rate study).
         warmup_epochs: epochs of unapplied updates before measuring; default 4 for Adam (the
             paper's) and 0 otherwise.
         generator: the shuffling.
@@ -63,7 +68,7 @@ def smallest_lr(model: nn.Module, train: Any, *, optimizer: OptimizerSpec = "sgd
         raise invalid(where, "a model with linear or convolutional layers", "none",
                       "pass lr_search(start=...) explicitly")
     position = {id(p): i for i, p in enumerate(params)}
-    c = output_scale(model, data.inputs, batch_size=batch_size) if loss_scaling else 1.0
+    c = _output_scale(model, data.inputs, batch_size=batch_size) if loss_scaling else 1.0
     opt = make_optimizer(optimizer, params, 1.0, momentum)
     if warmup_epochs is None:
         warmup_epochs = 4 if optimizer == "adam" else 0
@@ -122,6 +127,9 @@ class LRSearchResult(MeasureResult):
                               "diverged": run.diverged} for r, run in zip(self.rates, self.runs)])
 
 
+@constrained(model=Either((MODEL, CALLABLE)), start=Maybe(Real(0, low_open=True)),
+             factor=Real(1, low_open=True), n_rates=Integer(1), scale=Real(0, low_open=True),
+             edge=Integer(0), stop_after=Maybe(Integer(1)))
 def lr_search(model: ModelSource, train: Any, val: Any, *, test: Any = None,
               start: Optional[float] = None, factor: float = 3.0, n_rates: int = 40,
               scale: float = 1e-8, edge: int = 5, stop_after: Optional[int] = None,
@@ -160,16 +168,6 @@ def lr_search(model: ModelSource, train: Any, val: Any, *, test: Any = None,
         ([0.01, 0.03, 0.09], 3)
     """
     where = "lr_search()"
-    if isinstance(n_rates, bool) or not isinstance(n_rates, int) or n_rates < 1:
-        raise invalid(where, "n_rates an integer >= 1", repr(n_rates), "pass n_rates=40")
-    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
-        raise invalid(where, "factor a finite number > 1", repr(factor), "pass factor=3.0")
-    if stop_after is not None and (not isinstance(stop_after, int) or stop_after < 1):
-        raise invalid(where, "stop_after None or an integer >= 1", repr(stop_after),
-                      "pass stop_after=None to try every rate")
-    if not isinstance(model, nn.Module) and not callable(model):
-        raise invalid(where, "an nn.Module or a callable returning one", type(model).__name__,
-                      "pass the initialized network")
     fresh = (lambda: copy.deepcopy(model)) if isinstance(model, nn.Module) else model
     if start is None:
         shared = {k: v for k, v in fit_options.items() if k in _SHARED_OPTIONS}

@@ -19,6 +19,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from nngauge._internal.constraints import Integer, constrained
 from nngauge.errors import invalid
 
 Unit = Literal["step", "epoch"]
@@ -27,6 +28,7 @@ FORMS = ('an integer N >= 1 (every N steps), ("log", points per decade), a list 
          'indices, or "epoch"')
 
 
+@constrained(n_per_decade=Integer(1), stop=Integer(0))
 def log_steps(n_per_decade: int, stop: int) -> list[int]:
     """Step 0 and the distinct round(10^(k / n_per_decade)) <= ``stop``, k = 0, 1, 2, ...
 
@@ -41,9 +43,11 @@ def log_steps(n_per_decade: int, stop: int) -> list[int]:
         >>> log_steps(4, 100)
         [0, 1, 2, 3, 6, 10, 18, 32, 56, 100]
     """
-    check_count(n_per_decade, "n_per_decade", "log_steps()")
-    if isinstance(stop, bool) or not isinstance(stop, int) or stop < 0:
-        raise invalid("log_steps()", "stop an integer >= 0", repr(stop), "pass e.g. stop=10000")
+    return _log_steps(n_per_decade, stop)
+
+
+def _log_steps(n_per_decade: int, stop: int) -> list[int]:
+    """:func:`log_steps` without the checks (``as_schedule`` checks once, calls it each step)."""
     steps, k = [0], 0
     while (step := round(10 ** (k / n_per_decade))) <= stop:
         if step != steps[-1]:
@@ -87,7 +91,7 @@ def as_schedule(spec: Any) -> Schedule:
         n = spec[1]
         check_count(n, "points per decade", WHERE)
         return Schedule("step", f"log-spaced, {n} per decade",
-                        lambda step: step in log_steps(n, step))
+                        lambda step: step in _log_steps(n, step))
     if isinstance(spec, (list, tuple, range, set, frozenset)) and spec and all(
             isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0
             for s in spec):

@@ -42,9 +42,9 @@ from scipy import stats
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.curvature import (KINDS, TRACE_METHODS, CurvatureOperator, Kind,
-                                         TraceMethod, estimate_trace, functional_model,
-                                         lanczos, slq)
+from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Integer, Real, constrained
+from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
+                                         functional_model, lanczos, slq)
 from nngauge._internal.losses import (
     check_class_labels,
     labelled_batches,
@@ -209,6 +209,10 @@ class HessianResult(MeasureResult):
         return ax
 
 
+@constrained(loss=Either((Choice(*LOSSES), CALLABLE)), top_k=Integer(1), trace=Flag(),
+             density=Flag(), per_layer=Flag(), kind=Choice.literal(Kind), n_probes=Integer(3),
+             trace_method=Choice.literal(TraceMethod), lanczos_steps=Integer(1),
+             tol=Real(0, 1, open=True), density_probes=Integer(1), return_eigenvectors=Flag())
 def hessian(
     model: nn.Module,
     data: Any,
@@ -295,11 +299,6 @@ def hessian(
         (2, True, True, 8)
     """
     where = "hessian()"
-    _check_options(where, loss=loss, kind=kind, top_k=top_k, batch_size=batch_size,
-                   n_batches=n_batches, n_probes=n_probes, lanczos_steps=lanczos_steps, tol=tol,
-                   density_probes=density_probes, chunk_size=chunk_size, trace=trace,
-                   trace_method=trace_method,
-                   density=density, per_layer=per_layer, return_eigenvectors=return_eigenvectors)
     data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode or "eval", where=where)
     names = [n for n, p in adapter.model.named_parameters() if p.requires_grad]
@@ -435,32 +434,3 @@ def _loss_function(loss: Union[str, LossFn], adapter: ModelAdapter,
     else:
         check_class_labels(outputs, labels, where)
     return loss_fn, loss
-
-
-def _check_options(where: str, *, loss, kind, tol, chunk_size, n_batches, **rest) -> None:
-    if not callable(loss) and loss not in LOSSES:
-        raise invalid(where, f"loss in {LOSSES} or a callable loss(outputs, labels)",
-                      f"loss={loss!r}", "pass loss='cross_entropy' or loss='mse'")
-    if rest["trace_method"] not in TRACE_METHODS:
-        raise invalid(where, f"trace_method in {TRACE_METHODS}",
-                      f"trace_method={rest['trace_method']!r}",
-                      "pass trace_method='auto' (default), 'hutch++' or 'hutchinson'")
-    if kind not in KINDS:
-        raise invalid(where, f"kind in {KINDS}", f"kind={kind!r}",
-                      "pass kind='hessian' (default) or kind='ggn' (Gauss-Newton)")
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-        raise invalid(where, "tol in (0, 1)", f"tol={tol!r}", "pass e.g. tol=1e-4")
-    counts = {"top_k": 1, "batch_size": 1, "n_probes": 3, "lanczos_steps": 1,
-              "density_probes": 1}
-    optional = {"n_batches": n_batches, "chunk_size": chunk_size}
-    for name, value in [*((k, rest[k]) for k in counts),
-                        *((k, v) for k, v in optional.items() if v is not None)]:
-        low = counts.get(name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise invalid(where, f"{name} an integer >= {low}", f"{name}={value!r}",
-                          f"pass a positive integer {name}" + (" (None: the default)"
-                                                                if name in optional else ""))
-    for name in ("trace", "density", "per_layer", "return_eigenvectors"):
-        if not isinstance(rest[name], bool):
-            raise invalid(where, f"{name} True or False", f"{name}={rest[name]!r}",
-                          f"pass {name}=True or False")

@@ -40,9 +40,10 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Maybe, constrained
 from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
 from nngauge._internal.sites import SiteRecorder
-from nngauge.errors import invalid, require_counts, require_extra
+from nngauge.errors import invalid, require_extra
 from nngauge.measures._plots import new_axes
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.curvature._hessian import hessian
@@ -167,6 +168,9 @@ class LossLandscapeResult(MeasureResult):
             self, ax)
 
 
+@constrained(dims=Maybe(Choice(1, 2)), loss=Either((Choice.literal(LossName), CALLABLE)),
+             accuracy=Flag(), include_bias_bn=Flag(), count_regions=Flag(),
+             bn=Choice.literal(BatchNormHandling))
 def loss_landscape(
     model: nn.Module,
     data: Any,
@@ -284,9 +288,10 @@ def loss_landscape(
     data = with_labels(data, labels, where)
     dims = _dims(directions, dims, steps, where)
     axes = _axes(dims, steps, span, where)
-    _check_options(where, loss=loss, bn=bn, norm_mode=norm_mode, batch_size=batch_size,
-                   chunk_size=chunk_size, accuracy=accuracy, include_bias_bn=include_bias_bn,
-                   count_regions=count_regions)
+    if norm_mode is not None and (bn != "frozen" or norm_mode not in ("eval", "frozen")):
+        raise invalid(where, "norm_mode 'eval' or 'frozen', only with bn='frozen'",
+                      f"norm_mode={norm_mode!r} with bn={bn!r}",
+                      "drop norm_mode (bn='recompute' uses each batch's statistics)")
     kind = directions if isinstance(directions, str) else "given"
     _check_kind(kind, trajectory, where)
     _check_modules(model, kind, modules, where)
@@ -374,27 +379,6 @@ def _ranges(dims: int, span: Any, where: str) -> list[tuple[float, float]]:
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
-
-def _check_options(where: str, *, loss, bn, norm_mode, batch_size, chunk_size, accuracy,
-                   include_bias_bn, count_regions) -> None:
-    if not callable(loss) and loss not in LOSSES:
-        raise invalid(where, f"loss in {LOSSES} or a callable loss(outputs, labels)",
-                      f"loss={loss!r}", "pass loss='cross_entropy' or loss='mse'")
-    if bn not in ("frozen", "recompute"):
-        raise invalid(where, "bn 'frozen' or 'recompute'", f"bn={bn!r}",
-                      "use 'frozen' (fixed statistics) or 'recompute' (batch statistics)")
-    if norm_mode is not None and (bn != "frozen" or norm_mode not in ("eval", "frozen")):
-        raise invalid(where, "norm_mode 'eval' or 'frozen', only with bn='frozen'",
-                      f"norm_mode={norm_mode!r} with bn={bn!r}",
-                      "drop norm_mode (bn='recompute' uses each batch's statistics)")
-    require_counts(where, batch_size=batch_size)
-    if chunk_size is not None:
-        require_counts(where, chunk_size=chunk_size)
-    for name, value in (("accuracy", accuracy), ("include_bias_bn", include_bias_bn),
-                        ("count_regions", count_regions)):
-        if not isinstance(value, bool):
-            raise invalid(where, f"{name} True or False", f"{name}={value!r}",
-                          f"pass {name}=True or False")
 
 
 def _check_kind(kind: str, trajectory: Any, where: str) -> None:

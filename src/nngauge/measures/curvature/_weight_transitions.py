@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Integer, Maybe, NAME, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (
@@ -32,7 +33,7 @@ from nngauge._internal.piecewise import (
     WeightLine,
     float64_copy,
 )
-from nngauge.errors import BudgetExceededError, invalid, require_counts
+from nngauge.errors import BudgetExceededError, invalid
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
 
@@ -92,6 +93,7 @@ class WeightTransitionsResult(MeasureResult):
     mode: Optional[MeasurementMode] = None
 
 
+@constrained(module=NAME, max_pieces=Maybe(Integer(1)))
 def weight_transitions(
     model: nn.Module,
     data: Any,
@@ -156,8 +158,6 @@ def weight_transitions(
     where = "weight_transitions()"
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     t0, t1 = _span(span, where)
-    if max_pieces is not None:
-        require_counts(where, max_pieces=max_pieces)
     inputs = collect(data, where=where, require_float=False).inputs
     if not inputs.is_floating_point():
         raise invalid(where, "floating-point inputs of a piecewise-linear network (the engine "

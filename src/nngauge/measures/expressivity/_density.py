@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
@@ -40,7 +41,6 @@ from nngauge._internal.sites import Site
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
-from nngauge.theory._validate import check_positive_int
 
 Method = Literal["exact", "sampled"]
 Points = Literal["data", "random"]
@@ -154,6 +154,10 @@ class RegionDensityResult(MeasureResult):
         return ax
 
 
+@constrained(radius=Real(0, low_open=True), n_directions=Integer(1),
+             method=Choice.literal(Method), points=Choice.literal(Points),
+             n_points=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
+             neighbourhood_dims=Maybe(Integer(1)))
 def region_density(
     model: nn.Module,
     data: Any,
@@ -284,8 +288,6 @@ def region_density(
         (2.0, 1.0, ['1'])
     """
     where = "region_density()"
-    _check_options(where, radius, n_directions, method, points, n_points, neighbourhood,
-                   n_initial, min_width, max_evaluations, batch_size)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     samples = collect(data, where=where, max_samples=n_points, require_float=False).inputs
     if not samples.is_floating_point():
@@ -333,29 +335,6 @@ def region_density(
         directions=directions.cpu())
 
 
-def _check_options(where, radius, n_directions, method, points, n_points, neighbourhood,
-                   n_initial, min_width, max_evaluations, batch_size) -> None:
-    if isinstance(radius, bool) or not isinstance(radius, (int, float)) \
-            or not math.isfinite(radius) or radius <= 0:
-        raise invalid(where, "radius a finite number > 0 (the segments' half-length and the "
-                      "neighbourhood's radius, in input units)", f"radius={radius!r}",
-                      "pass e.g. radius=0.1 times the data's typical distance between points")
-    check_positive_int(n_directions, "n_directions", where)
-    check_positive_int(n_initial, "n_initial", where)
-    check_positive_int(max_evaluations, "max_evaluations", where)
-    check_positive_int(batch_size, "batch_size", where)
-    if n_points is not None:
-        check_positive_int(n_points, "n_points", where)
-    for name, value, allowed in (("method", method, ("exact", "sampled")),
-                                 ("points", points, ("data", "random")),
-                                 ("neighbourhood", neighbourhood, ("cross-polytope", "cube"))):
-        if value not in allowed:
-            raise invalid(where, f"{name} in {allowed}", f"{name}={value!r}", "pick one")
-    if not isinstance(min_width, (int, float)) or not min_width > 0:
-        raise invalid(where, "min_width > 0", f"min_width={min_width!r}",
-                      "pass a small positive width in t, e.g. 1e-7")
-
-
 def _random_points(samples: torch.Tensor, generator: Optional[torch.Generator],
                    where: str) -> torch.Tensor:
     """Gaussian points with the samples' per-feature mean and standard deviation."""
@@ -378,11 +357,9 @@ def _frames(n: int, dim: int, neighbourhood: str, dims: Optional[int],
             generator: Optional[torch.Generator], where: str) -> torch.Tensor:
     """The neighbourhood's orthonormal directions as columns: (1, dim, dim) coordinate axes
     for ``dims=None``, else (n, dim, dims) random orthonormal frames (QR of Gaussians)."""
-    if dims is not None:
-        check_positive_int(dims, "neighbourhood_dims", where)
-        if dims > dim:
-            raise invalid(where, f"neighbourhood_dims at most the input's dimension {dim}",
-                          f"neighbourhood_dims={dims}", "pass fewer dimensions, or None")
+    if dims is not None and dims > dim:
+        raise invalid(where, f"neighbourhood_dims at most the input's dimension {dim}",
+                      f"neighbourhood_dims={dims}", "pass fewer dimensions, or None")
     size = dim if dims is None else dims
     if neighbourhood == "cube" and size > MAX_CUBE_DIMS:
         raise invalid(where, f"a cube of at most {MAX_CUBE_DIMS} dimensions (2^P vertices)",

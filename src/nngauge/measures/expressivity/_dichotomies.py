@@ -28,9 +28,9 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.constraints import Integer, NAME, constrained
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
-from nngauge.theory._validate import check_positive_int
 
 MAX_BATCHED_ELEMENTS = 2**24
 """Default chunking: at most this many weight elements (all settings of a chunk together)."""
@@ -84,6 +84,7 @@ class DichotomiesResult(MeasureResult):
         return ax
 
 
+@constrained(layer=NAME, n_steps=Integer(1))
 def dichotomies(
     model: nn.Module,
     inputs: Any,
@@ -138,9 +139,6 @@ def dichotomies(
         (True, (200, 15))
     """
     where = "dichotomies()"
-    check_positive_int(n_steps, "n_steps", where)
-    if chunk_size is not None:
-        check_positive_int(chunk_size, "chunk_size", where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     name, weight = layer_weight(adapter.model, layer, where)
     w0 = weight.detach().to(torch.float64)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import constrained
 from nngauge._internal.patterns import PatternHasher, activation_sites, site_codes
 from nngauge.measures._result import MeasureResult
 
@@ -54,6 +55,7 @@ class ActivationPatternsResult(MeasureResult):
     mode: MeasurementMode
 
 
+@constrained()
 @torch.no_grad()
 def activation_patterns(
     model: nn.Module,

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
     PatternHasher,
@@ -235,6 +236,8 @@ class RegionsResult(MeasureResult):
         return _plot(self, depths, ax, decision_boundary, points)
 
 
+@constrained(method=Choice.literal(Method), resolution=Integer(2),
+             max_regions=Maybe(Integer(1)))
 def regions(
     model: nn.Module,
     plane: Any,
@@ -335,14 +338,11 @@ def regions(
                            where=where)
     slice_ = _as_plane(plane, where)
     box = _box(bounds, where)
-    if method not in ("exact", "grid"):
-        raise invalid(where, "method in {'exact', 'grid'}", f"method={method!r}", "pick one")
     if method == "exact" and input_module is not None:
         raise invalid(where, "method='exact' on the model's own input (the engine traces the "
                       "model from it)", f"input_module={input_module!r}",
                       "use method='grid' to partition a plane of a submodule's output")
     raw = adapter.check_template(template)
-    _check_options(resolution, max_regions, merge_tol, where)
     settings = {"method": method, "bounds": box, "resolution": resolution,
                 "max_regions": max_regions, "merge_tol": merge_tol}
     with adapter.active(data=norm_data), torch.no_grad():
@@ -381,20 +381,6 @@ def _box(bounds: Optional[Sequence[float]], where: str) -> tuple[float, float, f
                       "and v_min < v_max", f"bounds={bounds!r}",
                       "pass a non-empty box, e.g. (-0.5, 1.5, -0.5, 1.5)")
     return box
-
-
-def _check_options(resolution: Any, max_regions: Any, merge_tol: Any, where: str) -> None:
-    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
-            or resolution < 2:
-        raise invalid(where, "resolution an integer >= 2", f"resolution={resolution!r}",
-                      "pass the grid's cells per side, e.g. 512")
-    if max_regions is not None and (isinstance(max_regions, bool) or not isinstance(
-            max_regions, (int, np.integer)) or max_regions < 1):
-        raise invalid(where, "max_regions None or an integer >= 1",
-                      f"max_regions={max_regions!r}", "pass None (no limit) or a count")
-    if not isinstance(merge_tol, (int, float)) or not 0 <= merge_tol < 1e-3:
-        raise invalid(where, "merge_tol in [0, 1e-3)", f"merge_tol={merge_tol!r}",
-                      "keep the default 1e-12")
 
 
 # ----------------------------------------------------------------------------------- exact

@@ -19,7 +19,6 @@ All levels and repeats of a layer run batched with ``torch.func.functional_call`
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -28,6 +27,7 @@ from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.constraints import Integer, Numbers, constrained
 from nngauge._internal.layers import layer_kind
 from nngauge._internal.losses import labelled_batches
 from nngauge.errors import InvalidInputError, invalid
@@ -105,6 +105,7 @@ class WeightNoiseResult(MeasureResult):
         return ax
 
 
+@constrained(noise_levels=Numbers(0), n_repeats=Integer(1))
 def weight_noise_robustness(
     model: nn.Module,
     data: Any,
@@ -165,12 +166,7 @@ def weight_noise_robustness(
         (1.0, 1.0)
     """
     where = "weight_noise_robustness()"
-    levels = _check_levels(noise_levels, where)
-    for name, value in (("n_repeats", n_repeats), ("batch_size", batch_size),
-                        ("chunk_size", 1 if chunk_size is None else chunk_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
-                          f"pass a positive integer {name}")
+    levels = tuple(float(a) for a in noise_levels)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     chosen, skipped = _layers(adapter.model, layers, where)
     source = data if labels is None else (data, labels)
@@ -185,9 +181,10 @@ def weight_noise_robustness(
             clean_correct += int((labels_of(out.unsqueeze(0), where)[0] == y).sum())
         n = sum(len(y) for _, y in batches)
         vectorize = Vectorizer(adapter.note)
-        noisy = {name: _noisy_correct(adapter, vectorize, name, weight, batches, levels,
-                                      n_repeats, chunk_size, generator)
-                 for name, weight in chosen}
+        with adapter.perturbed():
+            noisy = {name: _noisy_correct(adapter, vectorize, name, weight, batches, levels,
+                                          n_repeats, chunk_size, generator)
+                     for name, weight in chosen}
     for name, weight in chosen:
         correct = noisy[name]
         accuracy = correct.to(torch.float64) / n  # (levels, repeats)
@@ -264,12 +261,3 @@ def _check_labels(out: torch.Tensor, y: torch.Tensor, where: str) -> int:
     return width
 
 
-def _check_levels(noise_levels, where) -> tuple[float, ...]:
-    try:
-        levels = tuple(float(a) for a in noise_levels)
-    except (TypeError, ValueError):
-        levels = ()
-    if not levels or not all(math.isfinite(a) and a >= 0 for a in levels):
-        raise invalid(where, "noise_levels a non-empty sequence of finite numbers >= 0",
-                      f"noise_levels={noise_levels!r}", "pass e.g. noise_levels=[0, 0.1, 0.25]")
-    return levels

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
 from nngauge.errors import invalid
@@ -104,6 +105,7 @@ class TrajectoryLengthResult(MeasureResult):
         return ax
 
 
+@constrained(tol=Real(0, low_open=True), max_points=Integer(2))
 def trajectory_length(
     model: nn.Module,
     trajectory: Any,
@@ -159,11 +161,6 @@ def trajectory_length(
     """
     where = "trajectory_length()"
     traj = as_trajectory(trajectory, where)
-    if not (isinstance(tol, (int, float)) and tol > 0):
-        raise invalid(where, "tol > 0", f"tol={tol!r}", "pass a relative tolerance such as 1e-3")
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 2:
-        raise invalid(where, "max_points an integer >= 2", f"max_points={max_points!r}",
-                      "pass the largest number of points to try")
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     raw = adapter.check_template(template)

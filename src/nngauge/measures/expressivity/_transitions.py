@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
     PatternHasher,
@@ -127,6 +128,7 @@ class TransitionsResult(MeasureResult):
                              reference_label="Theorem 4 rate (O-constant 1)")
 
 
+@constrained(method=Choice.literal(Method), max_pieces=Maybe(Integer(1)))
 def transitions(
     model: nn.Module,
     x0: Any,
@@ -222,8 +224,6 @@ def transitions(
     adapter = ModelAdapter(model, output=output, input_module=input_module, norm_mode=norm_mode,
                            dropout=dropout, where=where)
     traj = _trajectory(x0, x1, where)
-    if method not in ("exact", "sampled"):
-        raise invalid(where, "method in {'exact', 'sampled'}", f"method={method!r}", "pick one")
     if method == "exact" and input_module is not None:
         raise invalid(where, "method='exact' on the model's own input (the engine traces the "
                       "model from it)", f"input_module={input_module!r}",

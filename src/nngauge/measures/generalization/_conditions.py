@@ -41,6 +41,7 @@ import torch.fx as fx
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.constraints import Integer, Numbers, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name
 from nngauge.activations._torch import ActivationModule
@@ -142,6 +143,8 @@ class ConditionsResult(MeasureResult):
     c1: np.ndarray = field(repr=False)
 
 
+@constrained(deltas=Numbers(0, low_open=True), max_samples=Integer(1),
+             exact_width=Integer(0), n_probes=Integer(1))
 def sharpness_conditions(
     model: nn.Module,
     data: Any,
@@ -185,14 +188,6 @@ def sharpness_conditions(
     """
     where = "sharpness_conditions()"
     deltas = tuple(float(d) for d in deltas)
-    if not deltas or not all(d > 0 for d in deltas):
-        raise invalid(where, "deltas: a non-empty sequence of values > 0", repr(deltas),
-                      "pass e.g. deltas=(0.01, 0.1, 1.0)")
-    for name, value, low in (("max_samples", max_samples, 1), ("exact_width", exact_width, 0),
-                             ("n_probes", n_probes, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise invalid(where, f"{name} an integer >= {low}", repr(value),
-                          f"pass e.g. {name}=100")
     adapter = ModelAdapter(model, norm_mode="eval", where=where)
     float_input_shape(data, where)
     x = collect(data, where=where, max_samples=max_samples).inputs.to("cpu", torch.float64)

@@ -27,7 +27,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, require_real_finite_weights
+from nngauge._internal.constraints import constrained
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name, trace_graph
 from nngauge.errors import NNGaugeError, invalid
 from nngauge.measures.generalization._weights import WeightLayer, arguments, is_torch_module, weight_layers
@@ -42,6 +43,7 @@ SPATIAL_SIZES = (32, 224, 64, 28, 16, 8)
 """Spatial sizes tried for a probe of a convolutional network given without ``input_shape``."""
 
 
+@constrained()
 def fold_batchnorm(model: nn.Module, *,
                    input_shape: Optional[Sequence[int]] = None) -> nn.Module:
     """A copy of ``model`` computing its eval-mode function with every batchnorm folded away.
@@ -123,6 +125,7 @@ def folded_graph(model: nn.Module, input_shape: Optional[Sequence[int]],
     measures depend on the input size)."""
     if not isinstance(model, nn.Module):
         raise invalid(where, "a torch.nn.Module", type(model).__name__, "pass the network")
+    require_real_finite_weights(model, where)
     work = copy.deepcopy(model).to("cpu", torch.float64).eval().requires_grad_(False)
     probe = probe_batch(probe_shape(work, input_shape, where, search=False), torch.float64,
                         torch.device("cpu"))

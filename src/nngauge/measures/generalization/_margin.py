@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Real, constrained
 from nngauge._internal.losses import flat_scores
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
@@ -49,6 +50,7 @@ class MarginResult(MeasureResult):
     margins: np.ndarray = field(repr=False)
 
 
+@constrained(percentile=Real(0, 100, high_open=True))
 def margin(
     model: nn.Module,
     data: Any,
@@ -92,9 +94,6 @@ def margin(
         [1.5, 1.0]
     """
     where = "margin()"
-    if not 0 <= percentile < 100:
-        raise invalid(where, "percentile in [0, 100)", f"percentile={percentile!r}",
-                      "pass e.g. percentile=5 (the paper) or 0 (hard margin)")
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     values = margins_of(scores, targets)

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._internal.constraints import Flag, Real, constrained
 from nngauge._internal.graph import GraphOp, ModelGraph
 from nngauge._internal.spectral import (
     POWER_MAX_ITER,
@@ -52,6 +53,7 @@ from nngauge.measures.generalization._weights import WeightLayer, weight_layers
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")
 
 
+@constrained(p=Real(0, low_open=True), bias=Flag())
 def path_norm(model: nn.Module, p: float = 2, *, bias: bool = True,
               input_shape: Optional[Sequence[int]] = None) -> float:
     """The l_p path norm: the l_p norm of the vector of weight products along all paths.
@@ -97,8 +99,6 @@ def path_norm(model: nn.Module, p: float = 2, *, bias: bool = True,
         10.0
     """
     where = "path_norm()"
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not p > 0 or not math.isfinite(p):
-        raise invalid(where, "p > 0 (finite)", f"p={p!r}", "pass p=1 or p=2 (or another p > 0)")
     graph = folded_graph(model, input_shape, where)
     layers = weight_layers(graph)
     obstacles = path_obstacles(graph, layers)
@@ -243,6 +243,7 @@ class CapacityResult(MeasureResult):
         return row_named(self.measures, name, "a capacity measure")
 
 
+@constrained(margin_percentile=Real(0, 100, high_open=True), bias=Flag())
 def capacity(
     model: nn.Module,
     data: Any,

@@ -38,8 +38,10 @@ from torch.func import functional_call, vmap
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.constraints import (CALLABLE, Choice, Integer, Maybe, Numbers, Real,
+                                           constrained)
 from nngauge._internal.losses import labelled_tensors, mean_loss, scalar_loss
-from nngauge.errors import invalid, require_counts
+from nngauge.errors import invalid
 from nngauge.measures.generalization._local_noise import LocalNoise
 from nngauge.measures._result import MeasureResult
 
@@ -185,6 +187,9 @@ def pac_bayes_bound(train_loss: float, expected_sharpness: float, kl: float, m: 
     return train_loss + expected_sharpness + math.sqrt((kl + log_term) / m)
 
 
+@constrained(loss_fn=Maybe(CALLABLE), alpha=Real(0, low_open=True), steps=Integer(1),
+             lr=Real(0, low_open=True), momentum=Real(0, 1, high_open=True),
+             eval_batch_size=Integer(1))
 def sharpness(
     model: nn.Module,
     loss_fn: Optional[LossFn],
@@ -232,10 +237,6 @@ def sharpness(
         True
     """
     where = "sharpness()"
-    _check_positive(where, alpha=alpha, lr=lr)
-    require_counts(where, steps=steps, batch_size=batch_size)
-    if not 0 <= momentum < 1:
-        raise invalid(where, "momentum in [0, 1)", f"momentum={momentum!r}", "pass e.g. 0.9")
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
@@ -248,7 +249,8 @@ def sharpness(
         for _ in range(steps):
             idx = torch.randint(m, (min(batch_size, m),), generator=generator)
             shifted = {n: params[n] + nu[n] for n in params}
-            loss = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
+            with adapter.perturbed():
+                loss = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -258,8 +260,9 @@ def sharpness(
         final = {n: v.detach().clone() for n, v in nu.items()}
         with torch.no_grad():
             base = _full_loss(adapter, loss_fn, params, x, y, eval_batch_size)
-            top = _full_loss(adapter, loss_fn, {n: params[n] + final[n] for n in params}, x, y,
-                             eval_batch_size)
+            with adapter.perturbed():
+                top = _full_loss(adapter, loss_fn, {n: params[n] + final[n] for n in params}, x,
+                                 y, eval_batch_size)
     ratio = max(float((final[n].abs() / box[n]).max()) for n in final)
     return SharpnessResult(
         sharpness=(top - base) / (1 + base), difference=top - base, loss=base, max_loss=top,
@@ -268,6 +271,9 @@ def sharpness(
         perturbation=final)
 
 
+@constrained(loss_fn=Maybe(CALLABLE), alpha=Real(0, low_open=True), n_samples=Integer(1),
+             noise=Choice.literal(Noise), sigma=Maybe(Real(0, low_open=True)),
+             method=Choice.literal(Method))
 def expected_sharpness(
     model: nn.Module,
     loss_fn: Optional[LossFn],
@@ -346,21 +352,9 @@ def expected_sharpness(
         True
     """
     where = "expected_sharpness()"
-    _check_positive(where, alpha=alpha)
-    require_counts(where, n_samples=n_samples, batch_size=batch_size)
-    if chunk_size is not None:
-        require_counts(where, chunk_size=chunk_size)
-    if noise not in ("relative", "isotropic"):
-        raise invalid(where, "noise 'relative' or 'isotropic'", repr(noise),
-                      "use 'relative' (appendix A) or 'isotropic' (eq. 6)")
-    if method not in ("auto", "weights", "local"):
-        raise invalid(where, "method 'auto', 'weights' or 'local'", repr(method),
-                      "use 'auto' (default)")
-    if sigma is not None:
-        if noise != "isotropic":
-            raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
-                          "pass noise='isotropic' or drop sigma")
-        _check_positive(where, sigma=sigma)
+    if sigma is not None and noise != "isotropic":
+        raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
+                      "pass noise='isotropic' or drop sigma")
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
@@ -380,7 +374,7 @@ def expected_sharpness(
         def minibatch(gen: torch.Generator) -> torch.Tensor:
             return torch.arange(m) if size == m else torch.randperm(m, generator=gen)[:size]
 
-        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool, adapter.perturbed():
             if method == "weights" or blocker:
                 used = "weights"
                 losses, base = _perturbed_losses(
@@ -404,6 +398,10 @@ def expected_sharpness(
         perturbed_losses=losses)
 
 
+@constrained(loss_fn=Maybe(CALLABLE), alphas=Numbers(0, low_open=True),
+             delta=Real(0, 1, open=True), n_samples=Integer(1), noise=Choice.literal(Noise),
+             form=Choice.literal(BoundForm), method=Choice.literal(Method),
+             eval_batch_size=Integer(1))
 def pac_bayes(
     model: nn.Module,
     loss_fn: Optional[LossFn],
@@ -445,14 +443,7 @@ def pac_bayes(
         True
     """
     where = "pac_bayes()"
-    alphas = [float(a) for a in alphas] if isinstance(alphas, (list, tuple, np.ndarray)) else alphas
-    if not isinstance(alphas, list) or not alphas or not all(a > 0 for a in alphas):
-        raise invalid(where, "a non-empty list of alphas > 0", repr(alphas),
-                      "pass e.g. alphas=[1e-3, 3e-3, 1e-2]")
-    if not 0 < delta < 1:
-        raise invalid(where, "delta in (0, 1)", f"delta={delta!r}", "pass e.g. delta=0.05")
-    if form not in ("eq5", "eq6"):
-        raise invalid(where, "form 'eq5' or 'eq6'", repr(form), "use 'eq5' (default)")
+    alphas = [float(a) for a in alphas]
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
     with adapter.active(data=data), torch.no_grad():
@@ -557,11 +548,3 @@ def _full_loss(adapter: ModelAdapter, loss_fn, params, x, y, batch_size) -> floa
         xb, yb = x[start:start + batch_size], y[start:start + batch_size]
         total += float(_loss(adapter, loss_fn, params, xb, yb)) * len(yb)
     return total / len(y)
-
-
-def _check_positive(where: str, **values: float) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                value > 0 and math.isfinite(value)):
-            raise invalid(where, f"{name} > 0 (finite)", f"{name}={value!r}",
-                          f"pass a positive {name}")

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Integer, Real, constrained
 from nngauge._internal.probing import OUTPUT
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
@@ -73,6 +74,8 @@ class CorrelationResult(MeasureResult):
                              ylabel="mean correlation", ax=ax, reference=reference)
 
 
+@constrained(max_samples=Integer(2), search_steps=Integer(0),
+             search_lr=Real(0, low_open=True))
 def correlations(
     model: nn.Module,
     data: Any,
@@ -115,9 +118,6 @@ def correlations(
         ('input', True)
     """
     where = "correlations()"
-    if isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 2:
-        raise invalid(where, "max_samples an integer >= 2", repr(max_samples),
-                      "pass e.g. max_samples=500")
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     with adapter.active(generator=generator, data=data):

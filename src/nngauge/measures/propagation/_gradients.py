@@ -20,10 +20,11 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import CALLABLE, Integer, Maybe, constrained
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import per_sample_loss
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
-from nngauge.errors import invalid, require_counts
+from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -51,6 +52,7 @@ class GradientMetrics(MeasureResult):
     mode: MeasurementMode
 
 
+@constrained(loss_fn=Maybe(CALLABLE), n_iter=Integer(1))
 def gradient_metrics(
     model: nn.Module,
     data: Any,
@@ -81,7 +83,6 @@ def gradient_metrics(
         :class:`GradientMetrics`.
     """
     where = "gradient_metrics()"
-    require_counts(where, n_iter=n_iter)
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     sq_total, loss_total, lipschitz, n, d_in = 0.0, 0.0, 0.0, 0, 0

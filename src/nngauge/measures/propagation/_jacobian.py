@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Flag, Integer, Real, constrained
 from nngauge._internal.jacobian import (
     JacobianProducts,
     exact_squared_columns,
@@ -33,7 +34,7 @@ from nngauge._internal.jacobian import (
     probe_squared_columns,
 )
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
-from nngauge.errors import invalid, require_counts
+from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
 
 Ord = Literal["op", "fro"]
@@ -91,6 +92,8 @@ class JacobianNormResult(MeasureResult):
     mode: MeasurementMode
 
 
+@constrained(ord=Choice.literal(Ord), rms=Flag(), method=Choice.literal(FroMethod),
+             n_probes=Integer(1), n_iter=Integer(1), tol=Real(0, 1, open=True))
 def jacobian_norm(
     model: nn.Module,
     data: Any,
@@ -139,11 +142,6 @@ def jacobian_norm(
         1.0
     """
     where = "jacobian_norm()"
-    require_counts(where, n_iter=n_iter)
-    if ord not in ("op", "fro"):
-        raise invalid(where, "ord 'op' or 'fro'", repr(ord), "use ord='op' or ord='fro'")
-    if method not in ("probe", "exact"):
-        raise invalid(where, "method 'probe' or 'exact'", repr(method), "use one of them")
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     dims: dict[str, int] = {}

@@ -31,9 +31,10 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Integer, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.probing import OUTPUT
-from nngauge.errors import invalid
+from nngauge.errors import BudgetExceededError, invalid
 from nngauge.measures._result import MeasureResult
 from nngauge.theory import condition_number, mean_normalized_dot_product
 
@@ -74,6 +75,8 @@ class KernelConditioning(MeasureResult):
         skipped: ``{layer: reason}`` for layers that could not be measured.
         n_samples: the Gram matrices are n_samples x n_samples.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
+        theory_skipped: why an nngauge MLP's rows have no infinite-width prediction (the
+            kernels would run past :func:`nngauge.theory.nngp`'s time budget); None otherwise.
     """
 
     kind: str
@@ -81,6 +84,7 @@ class KernelConditioning(MeasureResult):
     skipped: dict
     n_samples: int
     mode: MeasurementMode
+    theory_skipped: Optional[str] = None
 
     def plot(self, ax=None):
         """Condition number per layer (log scale), with theory's when available."""
@@ -93,6 +97,7 @@ class KernelConditioning(MeasureResult):
                              reference=theory if None not in theory else None)
 
 
+@constrained(kind=Choice.literal(Kind), max_samples=Integer(2), n_probes=Integer(1))
 def kernel_conditioning(
     model: nn.Module,
     data: Any,
@@ -137,10 +142,6 @@ def kernel_conditioning(
         'output'
     """
     where = "kernel_conditioning()"
-    if kind not in ("conjugate", "ntk"):
-        raise invalid(where, "kind 'conjugate' or 'ntk'", repr(kind), "use one of them")
-    if isinstance(n_probes, bool) or not isinstance(n_probes, int) or n_probes < 1:
-        raise invalid(where, "n_probes an integer >= 1", repr(n_probes), "pass e.g. n_probes=8")
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -150,7 +151,10 @@ def kernel_conditioning(
         if len(batch) < 2:
             raise invalid(where, "at least 2 samples (a Gram matrix of pairs)", f"{len(batch)}",
                           "pass 2 or more samples")
-        theory = _theory_kernels(model, batch.inputs, kind)
+        try:
+            theory, theory_skipped = _theory_kernels(model, batch.inputs, kind), None
+        except BudgetExceededError as exc:
+            theory, theory_skipped = {}, str(exc)
         chosen = adapter.sites(batch.inputs, layers, default_kinds=("linear", "conv"))
         x = adapter.measured(batch.inputs)
         with torch.no_grad():
@@ -176,7 +180,7 @@ def kernel_conditioning(
             rows.append(_row(name, gram, theory.get(name), plan.description))
     n = rows[0].kernel.shape[0] if rows else len(x)
     return KernelConditioning(kind=kind, layers=tuple(rows), skipped=skipped, n_samples=n,
-                              mode=adapter.mode)
+                              mode=adapter.mode, theory_skipped=theory_skipped)
 
 
 def _layer_value(adapter: ModelAdapter, sites, name: str):
@@ -205,7 +209,8 @@ def _row(name: str, gram: np.ndarray, theory: Optional[np.ndarray],
 
 def _theory_kernels(model: nn.Module, inputs: torch.Tensor, kind: str) -> dict[str, np.ndarray]:
     """Infinite-width kernels by layer name for a plain nngauge MLP (no norm, no skip, flat
-    inputs); an empty dict otherwise."""
+    inputs); an empty dict otherwise. Raises BudgetExceededError when they would run past the
+    theory's default time budget (quadrature activations on many samples)."""
     from nngauge.nn import MLP
     from nngauge.theory import nngp, ntk
 

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Choice, Integer, constrained
 from nngauge._internal.jacobian import (
     exact_squared_columns,
     forward_tangents,
@@ -146,6 +147,7 @@ class NLCProfile(MeasureResult):
                              ylabel="NLC of input -> layer", log=True, ax=ax)
 
 
+@constrained(method=Choice.literal(Method), n_probes=Integer(1))
 def nlc(
     model: nn.Module,
     data: Any,
@@ -226,6 +228,7 @@ def nlc(
     )
 
 
+@constrained(method=Choice.literal(Method), n_probes=Integer(1))
 def nlc_profile(
     model: nn.Module,
     data: Any,
@@ -276,12 +279,6 @@ class _Target:
 def _nlc_pass(adapter: ModelAdapter, data, layers: Optional[Sequence[str]], kinds, *,
               batch_size, n_batches, method, n_probes, generator) -> NLCProfile:
     where = adapter.where
-    if method not in ("probe", "forward", "exact"):
-        raise invalid(where, "method 'probe', 'forward' or 'exact'", repr(method),
-                      "use 'probe' (section G estimator), 'forward' (forward-mode probes) or "
-                      "'exact' (full Jacobian)")
-    if isinstance(n_probes, bool) or not isinstance(n_probes, int) or n_probes < 1:
-        raise invalid(where, "n_probes an integer >= 1", repr(n_probes), "pass e.g. n_probes=1")
     inputs = Moments()
     seen: list[torch.Tensor] = []
     with adapter.active(generator=generator, data=data):

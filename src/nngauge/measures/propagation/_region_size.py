@@ -20,6 +20,11 @@ factor 10^(1/10).
 
 A k that fails at the first grid point is reported as 0 (below the grid, as the paper's
 architectures with NLC > 1e9); one that never fails up to ``k_max`` as ``k_max``.
+
+The linearly approximable region is measured in float64 (on a float64 copy of a float32
+model, which the result's ``mode.precision`` says): the grid's first steps, 1e-9 of the
+diameter, change the outputs by less than float32 resolves (relative 1e-7), so in float32
+every walk would fail at once and read 0.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.constraints import Integer, Real, constrained
 from nngauge._internal.jacobian import JacobianProducts
 from nngauge._internal.losses import check_class_labels
 from nngauge._internal.probing import Moments, check_min_samples, gaussian_like
@@ -74,6 +80,8 @@ class RegionSize(MeasureResult):
     base_error: Optional[float] = None
 
 
+@constrained(n_input_directions=Integer(1), n_output_directions=Integer(1),
+             k_max=Real(K_MIN, low_open=True))
 def linear_region_diameter(
     model: nn.Module,
     data: Any,
@@ -105,7 +113,8 @@ def linear_region_diameter(
         :class:`RegionSize` (median over batches x U x V).
     """
     adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where="linear_region_diameter()")
+                           norm_mode=norm_mode, dropout=dropout, where="linear_region_diameter()",
+                           precision=torch.float64)
     values = []
     for fs, predicted, _, diameter in _walks(adapter, data, batch_size, n_batches,
                                              n_input_directions, k_max, generator,
@@ -122,6 +131,7 @@ def linear_region_diameter(
     return _summary(values, diameter, k_max, adapter.mode)
 
 
+@constrained(n_input_directions=Integer(1), k_max=Real(K_MIN, low_open=True))
 def error_preserving_perturbation(
     model: nn.Module,
     data: Any,
@@ -181,10 +191,6 @@ def _diameter(adapter: ModelAdapter, data: Any) -> float:
 def _walks(adapter, data, batch_size, n_batches, n_directions, k_max, generator, *, with_jvp):
     """For each batch and input direction: ([f(X'(k)) for k in (0, *grid)], J(X) D scaled by
     the diameter (or None), labels, the diameter)."""
-    if isinstance(k_max, bool) or not isinstance(k_max, (int, float)) or not (
-            K_MIN < k_max < math.inf):
-        raise invalid(adapter.where, f"k_max a finite number above the grid's first step "
-                      f"{K_MIN:g}", f"k_max={k_max!r}", "pass e.g. k_max=10.0 (the paper's)")
     ks = k_grid(k_max)
     with adapter.active(generator=generator, data=data):
         diameter = _diameter(adapter, data)
@@ -198,7 +204,9 @@ def _walks(adapter, data, batch_size, n_batches, n_directions, k_max, generator,
                 norms = u.reshape(len(u), -1).norm(dim=1).reshape((-1,) + (1,) * (u.dim() - 1))
                 step = diameter * u / norms
                 predicted = _jvp(adapter, x, batch.inputs, step) if with_jvp else None
-                fs = _forward_along(adapter, x, batch.inputs, step, ks, coupled)
+                with adapter.perturbed():
+                    fs = _forward_along(adapter, x, batch.inputs, step, ks, coupled)
+                adapter.require_finite(fs[0])  # at the data (k = 0)
                 yield fs, predicted, batch.labels, diameter
 
 

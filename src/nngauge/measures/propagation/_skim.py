@@ -22,6 +22,8 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode, batch_coupled
+from nngauge._internal.constraints import NAME, constrained
+from nngauge._internal.probing import check_min_samples
 from nngauge.errors import invalid
 from nngauge.measures.propagation._correlations import cosine_matrix
 from nngauge.measures._result import MeasureResult
@@ -71,6 +73,7 @@ class SkimResult(MeasureResult):
     mode: MeasurementMode
 
 
+@constrained(start=NAME, end=NAME)
 def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = None,
          norm_mode: Optional[NormMode] = None) -> SkimResult:
     """Replace the children ``start``..``end`` of an ``nn.Sequential`` by their linearization
@@ -108,6 +111,8 @@ def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = Non
                           "pass norm_mode='eval' (running statistics) or 'frozen' (statistics "
                           "of the data)")
         x = adapter.measured(adapter.collect(data).inputs)
+        check_min_samples(len(x), 2, where, "the spread of the outputs the deviation is "
+                          "relative to")
         captured = {}
         handle = parent[keys[0]].register_forward_pre_hook(
             lambda module, args: captured.setdefault("h", args[0].clone()))

@@ -1,0 +1,146 @@
+"""The ``nngauge`` command's exit status (issue 18): a failure never exits 0, an error is one
+``error: ...`` line on stderr without a traceback. Run as a separate process, since the status
+is made by the console entry point (``nngauge.cli.main``), which CliRunner bypasses.
+
+Status: 0 success; 2 bad input (a library error, a usage error); 1 a command that failed; 130
+Ctrl-C; a command's own ``typer.Exit(code)`` / ``SystemExit(code)``."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("nngauge")
+
+
+def run_cli(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nngauge", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env=env)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, match", [
+    (("bogus",), "No such command 'bogus'"),
+    (("theory",), "Missing argument"),
+    (("theory", "relu", "--depth", "0"), "'--depth'"),
+    (("theory", "relu", "--no-such-option"), "--no-such-option"),
+    (("report", "mlp:depth=2"), "--data"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, match):
+    out = run_cli(*args)
+    assert out.returncode == 2
+    line = one_error_line(out.stderr)
+    assert match in line and "--help" in line  # where to read more
+
+
+@pytest.mark.parametrize("args, match", [
+    (("report", "missing.py:build", "--data", "waveform"), "not found"),
+    (("report", "mlp:depth=2", "--data", "imagenet"), "imagenet"),
+    (("reproduce", "nope"), "nlc-table1"),
+    (("theory", "nope"), "relu"),
+])
+def test_library_errors_are_one_line_and_exit_2(args, match, tmp_path):
+    out = run_cli(*args, "--out", str(tmp_path / "out")) if args[0] != "theory" else run_cli(*args)
+    assert out.returncode == 2
+    assert match in one_error_line(out.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_console_script_gives_the_same_status():
+    if not SCRIPT.exists():
+        pytest.skip("the nngauge console script is not installed next to this Python")
+    out = subprocess.run([str(SCRIPT), "theory", "nope"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 2 and "relu" in one_error_line(out.stderr)
+    ok = subprocess.run([str(SCRIPT), "--version"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and ok.stdout.startswith("nngauge ")
+
+
+def test_a_report_that_cannot_be_written_exits_1(tmp_path):
+    out = run_cli("report", "mlp:depth=2,width=4", "--data", "gaussian:d=3,n=20", "--quick",
+                  "--out", str(tmp_path / "no" / "such" / "folder" / "r.html"))
+    assert out.returncode == 1
+    assert "No such file or directory" in one_error_line(out.stderr)
+
+
+COMMANDS = textwrap.dedent("""
+    import sys
+    import typer
+    from nngauge.cli import app, main
+    from nngauge.errors import invalid
+
+    def exit_3():
+        raise typer.Exit(3)
+
+    def exit_0():
+        raise typer.Exit()
+
+    def system_exit_4():
+        raise SystemExit(4)
+
+    def invalid_input():
+        raise invalid("a command", "a good value", "a bad one", "pass a good one")
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    def abort():
+        raise typer.Abort()
+
+    def returns_none():
+        return None
+
+    def returns_text():
+        return "done"  # not a status
+
+    for function in (exit_3, exit_0, system_exit_4, invalid_input, ctrl_c, abort,
+                     returns_none, returns_text):
+        app.command(function.__name__.replace("_", "-"))(function)
+    main()
+""")
+
+
+@pytest.mark.parametrize("command, status, stderr", [
+    ("exit-3", 3, ""),
+    ("exit-0", 0, ""),
+    ("system-exit-4", 4, ""),
+    ("invalid-input", 2, "error: a command expected a good value; got a bad one. Fix: pass a "
+                         "good one."),
+    ("ctrl-c", 130, ""),
+    ("abort", 1, "aborted"),
+    ("returns-none", 0, ""),
+    ("returns-text", 0, ""),
+])
+def test_commands_exit_with_their_status(command, status, stderr, tmp_path):
+    script = tmp_path / "cli.py"
+    script.write_text(COMMANDS)
+    out = subprocess.run([sys.executable, str(script), command], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == status, out.stderr
+    assert "Traceback" not in out.stderr
+    if stderr:
+        assert out.stderr.strip() == stderr
+
+
+@pytest.mark.slow
+def test_a_report_too_deep_for_its_budget_is_refused_with_the_estimate(tmp_path):
+    """Issue 18: ``nngauge report mlp:depth=10000,... --quick`` ran for hours. A network deep
+    enough to need over ten times the quick budget is refused fast, saying how long it would
+    take and which --budget runs it. (Depth 3000 keeps the building of the network short;
+    OMP_NUM_THREADS=1 keeps its orthogonal initialization fast on a busy machine.)"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = run_cli("report", "mlp:depth=3000,width=8", "--data", "waveform", "--quick",
+                  "--out", str(tmp_path / "r.html"), env=env)
+    assert out.returncode == 2
+    line = one_error_line(out.stderr)
+    assert "at least" in line and "--budget" in line
+    assert not (tmp_path / "r.html").exists()

@@ -1,0 +1,148 @@
+"""nngauge report under Ctrl-C (the finished sections are written, exit 130) and on a model too
+deep for its budget (refused fast with the estimate, issue 18)."""
+
+import dataclasses
+import json
+import sys
+import time
+
+import pytest
+import torch
+
+from nngauge.cli._app import main
+from nngauge.data import waveform_noise
+from nngauge.errors import BudgetExceededError, InvalidInputError
+from nngauge.nn import mlp
+from nngauge.report import SECTION_BUILDERS, ReportInterrupted, build_report
+from nngauge.report import _build, _plan
+from nngauge.report._context import ReportSettings
+
+
+def _interrupt_at(monkeypatch, key: str, measure: str) -> int:
+    """Make the measure of section ``key`` raise KeyboardInterrupt, as Ctrl-C inside it would
+    (the sections import their measure from ``nngauge`` when they run); returns the number of
+    sections before it."""
+    import nngauge
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nngauge, measure, ctrl_c)
+    return next(i for i, b in enumerate(SECTION_BUILDERS) if b.key == key)
+
+
+def test_ctrl_c_in_the_cli_writes_the_finished_sections_and_exits_130(monkeypatch, capsys,
+                                                                       tmp_path):
+    done = _interrupt_at(monkeypatch, "jacobian", "jacobian_norm")  # after 2 sections
+    total = len(SECTION_BUILDERS)
+    out, as_json = tmp_path / "r.html", tmp_path / "r.json"
+    monkeypatch.setattr(sys, "argv", [
+        "nngauge", "report", "mlp:depth=3,width=8", "--data", "gaussian:d=4,n=40", "--quick",
+        "--out", str(out), "--json", str(as_json)])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 130
+    err = capsys.readouterr().err
+    assert f"interrupted after {done} of {total} sections" in err and str(out) in err
+    page = out.read_text(encoding="utf-8")
+    assert 'id="interrupted"' in page and f"interrupted after {done} of {total} sections" in page
+    assert 'id="section-nlc"' in page and 'id="section-correlations"' in page
+    assert 'id="section-jacobian"' not in page and 'id="section-loss"' not in page
+    record = json.loads(as_json.read_text(encoding="utf-8"))
+    assert record["interrupted"] is True and record["status"] == "incomplete"
+    assert list(record["sections"]) == ["nlc", "correlations"]
+    assert "Jacobian norms" in record["not_run_sections"]
+
+
+def test_build_report_raises_a_keyboard_interrupt_carrying_the_partial_report(monkeypatch):
+    _interrupt_at(monkeypatch, "kernels", "kernel_conditioning")
+    net = mlp(4, 8, 3, 2, generator=torch.Generator().manual_seed(0)).eval()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    with pytest.raises(KeyboardInterrupt) as info:  # a caller that ignores it stops as usual
+        build_report(net, torch.randn(40, 4, generator=torch.Generator().manual_seed(1)),
+                     quick=True)
+    assert isinstance(info.value, ReportInterrupted)
+    report = info.value.report
+    assert report.interrupted and [s.key for s in report.sections] == ["nlc", "correlations",
+                                                                        "jacobian"]
+    assert report.not_run[0] == "Kernel conditioning" and report.status != "ok"
+    verdicts = {v.key: v for v in report.verdicts}
+    assert verdicts["nlc"].status != "n/a"  # judged from the finished section
+    assert "not run" in verdicts["kernel"].message and "not run" in verdicts["theory"].message
+    assert "interrupted after 3 of" in report.summary()
+    # the model is as it was given
+    assert not net.training and all(p.requires_grad for p in net.parameters())
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
+def test_a_section_interrupted_after_its_measure_gives_no_verdict(monkeypatch):
+    """The NLC section stores its result, then draws its figure: Ctrl-C while drawing leaves
+    no NLC section, so no verdict may be judged from its result either."""
+    from nngauge.report import _sections
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_sections, "png_data_uri", ctrl_c)
+    with pytest.raises(ReportInterrupted) as info:
+        build_report(mlp(4, 8, 3, 2), torch.randn(20, 4), quick=True)
+    report = info.value.report
+    assert report.sections == ()
+    assert {v.key: v for v in report.verdicts}["nlc"].status == "n/a"
+
+
+def test_ctrl_c_while_planning_still_gives_a_page(monkeypatch, tmp_path):
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_build, "check_affordable", ctrl_c)
+    with pytest.raises(ReportInterrupted) as info:
+        build_report(mlp(4, 8, 3, 2), torch.randn(20, 4), quick=True)
+    report = info.value.report
+    assert report.sections == () and len(report.not_run) == len(SECTION_BUILDERS)
+    assert f"interrupted after 0 of {len(SECTION_BUILDERS)}" in report.save(
+        tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_quick_report_on_a_10000_layer_mlp_is_refused_fast():
+    """Issue 18: this report ran for hours (minutes alone to choose the layers to plot);
+    it is refused within seconds with the estimate and the budget that would run it."""
+    net = mlp(40, 8, 10_000, 3, init="gaussian", generator=torch.Generator().manual_seed(0))
+    data = waveform_noise(200, seed=0)
+    start = time.perf_counter()
+    with pytest.raises(BudgetExceededError) as info:
+        build_report(net, data, quick=True)
+    assert time.perf_counter() - start < 30
+    message = str(info.value)
+    assert isinstance(info.value, InvalidInputError)
+    assert "build_report() expected a report of about its budget, 10 s" in message
+    assert "at least" in message and "'loss' section" in message
+    assert "Fix: to run it anyway, give it the time: budget=" in message
+    assert "--budget" in message
+
+
+def test_the_estimate_counts_only_the_sections_that_run_and_a_larger_budget_runs_it(
+        monkeypatch):
+    monkeypatch.setattr(_plan, "_timed_pass", lambda adapter, batch, sites: (0.5, {}))
+    quick = ReportSettings.make(quick=True)
+    everything = [b.key for b in SECTION_BUILDERS]
+    passes = _plan.least_passes(quick, everything, labelled=True)
+    assert set(passes) == set(everything) - {"theory"}
+    assert _plan.least_passes(quick, everything, labelled=False)["loss"] == 1  # skipped
+    least = 0.5 * sum(passes.values())
+    with pytest.raises(BudgetExceededError, match=f"budget={int(least) + 1}|budget={least:.0f}"):
+        _plan.check_affordable(None, torch.zeros(2, 3), quick, everything, True, "here")
+    generous = dataclasses.replace(quick, budget=least)
+    assert _plan.check_affordable(None, torch.zeros(2, 3), generous, everything, True,
+                                  "here") == pytest.approx(least)
+    cheap = ["nlc", "correlations"]  # sections=: only their passes count
+    assert _plan.check_affordable(None, torch.zeros(2, 3), quick, cheap, True,
+                                  "here") == pytest.approx(0.5 * 3)
+
+
+def test_the_check_leaves_the_thread_count_as_it_was():
+    threads = torch.get_num_threads()
+    build_report(mlp(4, 8, 2, 2), torch.randn(20, 4), quick=True,
+                 sections=[SECTION_BUILDERS[-1]])
+    assert torch.get_num_threads() == threads
