@@ -7,29 +7,39 @@ VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test install install-test browser bench clean
+.PHONY: demo test torch install install-test browser bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-install: $(PY)
-	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
+# torch is installed first, only when absent (a torch the user has is never replaced).
+torch: $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || { \
+	  echo "==> installing torch==$(TORCH_VERSION) (CPU wheel, about 200 MB)"; \
+	  $(PY) -m pip install --progress-bar on "torch==$(TORCH_VERSION)"; }
+
+install: torch
+	@echo "==> installing nngauge with the report's dependencies"
 	$(PY) -m pip install --quiet -e ".[report]"
 
-install-test: $(PY) browser
-	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
+install-test: torch browser
+	@echo "==> installing nngauge with the test dependencies"
 	$(PY) -m pip install --quiet -e ".[test]"
 
-# The report's browser test needs a headless Chromium: Debian's package, installed when absent.
+# The report's browser test needs a headless Chromium: Debian's package, installed when absent,
+# as a step of its own that says what it does (about 130 packages; sudo when not root).
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "==> installing Chromium for the report's browser test (Debian's chromium package;"; \
+	  echo "    run 'make browser' alone to do only this; the test says how to get it when missing)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium; }
 
 demo: install
 	$(VENV)/bin/nngauge report mlp:depth=10,width=100,activation=relu,norm=batch --data waveform --out nngauge-report.html
 
 test: install-test
+	@echo "==> running the test suite (about 12 minutes on 2 cores)"
 	$(PY) -m pytest -q
 
 bench: install-test
