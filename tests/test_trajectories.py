@@ -118,10 +118,11 @@ def test_arc_length_converges_under_refinement_through_tanh():
 def test_non_convergence_is_reported_not_hidden():
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(3, 8), nn.Tanh()).double()
-    with pytest.warns(UserWarning, match="did not converge"):
+    with pytest.warns(UserWarning, match="did not converge") as record:
         res = trajectory_length(model, arc(torch.ones(3), -torch.ones(3) * 2, 3), tol=1e-9,
                                 max_points=9)
     assert not res.converged and res.n_points == 9
+    assert record[0].filename == __file__  # the warning points at the caller's line
 
 
 # ---------------------------------------------------------------- Theorem 3, figures 5 and 13

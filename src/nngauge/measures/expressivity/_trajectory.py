@@ -180,7 +180,8 @@ def trajectory_length(
         dims = [int(z[0].numel()) for z in _images(adapter, traj.points[:1], chosen, raw)]
     if not converged:
         warnings.warn(f"{where}: lengths did not converge to tol={tol} with {len(traj)} "
-                      "points; raise max_points for a finer estimate", stacklevel=2)
+                      "points; raise max_points for a finer estimate",
+                      stacklevel=3)  # the caller's line: 1 here, 2 the @constrained wrapper
     error = np.abs(current - previous) if previous is not None else np.full_like(current, np.nan)
     names = [INPUT] + [site.name for site in chosen] + [OUTPUT]
     with np.errstate(divide="ignore", invalid="ignore"):
