@@ -1,6 +1,7 @@
 """The ``nngauge`` command: version, ``theory`` table/JSON/plot, errors as exit code 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -67,3 +68,48 @@ def test_profile_rows_agree_with_the_fields():
     assert values["phase"] == summary.phase
     assert values["slope at one P'(1)"] == summary.slope_at_one
     assert np.isfinite(summary.nlc) and summary.nlc > 1.0
+
+
+COMMANDS = [(), ("theory",), ("report",), ("reproduce",), ("study",), ("study", "run"),
+            ("study", "summarize")]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "nngauge")
+def test_help_shows_examples_and_flags_as_flags(command):
+    """Issue "the first hour of a new user": every ``--help`` ends on 2-3 example command lines
+    of that command, and an on/off option reads as a flag (``--quick``, not ``--quick <bool>``
+    nor ``--quick BOOLEAN``, which look as if they take ``true``)."""
+    out = subprocess.run([sys.executable, "-m", "nngauge", *command, "--help"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "200", "TERM": "dumb"})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "Examples:" in text
+    examples = text[text.index("Examples:"):]
+    prefix = " ".join(("nngauge", *command[:1]))
+    lines = [line.strip(" │") for line in examples.splitlines() if prefix + " " in line]
+    assert 2 <= len(lines) <= 3, examples
+    for flag in ("--help", "--version", "--quick", "--dropout", "--trust-pickle", "--json",
+                 "--list"):
+        for line in text.splitlines():
+            if f"{flag} " in line and line.strip(" │").startswith(flag):
+                assert "bool" not in line.lower(), line
+
+
+def test_the_examples_in_the_help_are_commands_that_parse():
+    """Each example names options the command has (a renamed option would leave a stale one)."""
+    from nngauge.cli._report import REPORT_EXAMPLES
+    from nngauge.cli._reproduce import REPRODUCE_EXAMPLES
+    from nngauge.cli._study import RUN_EXAMPLES, SUMMARIZE_EXAMPLES
+    from nngauge.cli._theory import THEORY_EXAMPLES
+
+    for examples, command in ((REPORT_EXAMPLES, ("report",)), (THEORY_EXAMPLES, ("theory",)),
+                              (REPRODUCE_EXAMPLES, ("reproduce",)),
+                              (RUN_EXAMPLES, ("study", "run")),
+                              (SUMMARIZE_EXAMPLES, ("study", "summarize"))):
+        help_text = run_cli(*command, "--help").stdout
+        for example in examples:
+            assert example.startswith("nngauge " + " ".join(command) + " ")
+            for word in example.split():
+                if word.startswith("--"):
+                    assert word in help_text, (example, word)

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -172,13 +173,60 @@ def test_capacity_batchnorm_model_folds_first():
     assert isinstance(net.layers[0].norm, nn.BatchNorm1d)
 
 
-def test_capacity_non_positive_margin_is_nan():
+def test_capacity_non_positive_margin_is_nan_and_says_why():
+    """Issue "the first hour of a new user": a capacity at initialization was NaN without a
+    word. A margin <= 0 leaves every capacity over margin undefined; the call warns, each NaN
+    field says why in ``undefined``, and the norms that do not involve the margin stay."""
     gen = torch.Generator().manual_seed(5)
     net = _net([3, 4, 2], gen)
     x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
     y = 1 - net(x).argmax(1)  # every point misclassified
-    res = capacity(net, x, y)
-    assert res.margin < 0 and math.isnan(res.l2)
+    with pytest.warns(UserWarning, match=r"capacity\(\): the margin .* <= 0.*misclassifies "
+                      r"100% .*undefined.*trained network"):
+        res = capacity(net, x, y)
+    assert res.margin < 0
+    for name in ("l2", "l1_path", "l2_path", "spectral", "log10_lipschitz_capacity_linf",
+                 "log10_lipschitz_capacity_l2"):
+        assert math.isnan(getattr(res, name)), name
+        assert "margin" in res.undefined[name] and "<= 0" in res.undefined[name]
+    assert all(math.isnan(m.capacity) and math.isnan(m.plain) for m in res.measures)
+    for name in ("l1_path_norm", "l2_path_norm", "lipschitz_linf", "lipschitz_l2"):
+        assert math.isfinite(getattr(res, name)) and name not in res.undefined
+    assert res.to_dict()["undefined"]["l2"] == res.undefined["l2"]
+
+
+def test_capacity_negative_margin_names_the_percentile_that_would_be_positive():
+    gen = torch.Generator().manual_seed(5)
+    net = _net([3, 4, 2], gen)
+    x = torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    y = net(x).argmax(1)
+    y[:8] = 1 - y[:8]  # 20% misclassified: the 5th-percentile margin is negative
+    with pytest.warns(UserWarning, match="margin_percentile above 20") as caught:
+        res = capacity(net, x, y)
+    assert len(caught) == 1 and res.margin < 0 and math.isnan(res.l2)
+    fitted = capacity(net, x, y, margin_percentile=25)  # above the error rate: defined
+    assert fitted.margin > 0 and math.isfinite(fitted.l2) and not fitted.undefined
+
+
+def test_capacity_with_a_positive_margin_does_not_warn():
+    gen = torch.Generator().manual_seed(5)
+    net = _net([3, 4, 2], gen)
+    x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = capacity(net, x, net(x).argmax(1))
+    assert res.margin > 0 and math.isfinite(res.l2) and res.undefined == {}
+
+
+def test_capacity_keeps_the_path_reason_beside_the_margin_reason():
+    gen = torch.Generator().manual_seed(5)
+    net = nn.Sequential(nn.Linear(3, 4), nn.Hardtanh(), nn.Linear(4, 2)).double()
+    x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
+    y = 1 - net(x).argmax(1)
+    with pytest.warns(UserWarning, match="margin"):
+        res = capacity(net, x, y)
+    assert "margin" in res.undefined["l1_path"] and "margin" in res.undefined["l2"]
+    assert res.undefined["l1_path"] != res.undefined["l2"]  # also why paths do not apply
 
 
 def test_bad_input():

@@ -1,16 +1,71 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples run as written, and every value they show is a finite number
+(or a table, a plot, a name) with a comment saying what it means."""
 
+import ast
+import math
+import numbers
 import re
+import warnings
 from pathlib import Path
+
+import numpy as np
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_readme_python_blocks_run():
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert blocks
-    for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
+def _blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def _numbers(value):
+    """The numbers inside a shown value (scalars, tuples, lists, dicts, numpy arrays)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, numbers.Number):
+        yield float(value)
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "fiu":
+        yield from (float(v) for v in value.ravel())
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _numbers(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+
+
+def test_readme_python_blocks_run_and_show_finite_explained_values():
+    """The blocks run as written, statement by statement. Issue "the first hour of a new
+    user": the examples ended on ``inf`` (the condition number of a rank-3 kernel) and on a
+    capacity of NaN at initialization, without a word. Every shown value is finite, commented
+    (on its line or the next), and no nngauge warning fires (a capacity over a negative margin
+    warns)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    problems = []
+    assert _blocks()
+    for block in _blocks():
+        lines = block.splitlines()
+        namespace = {}
+        tree = ast.parse(block)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for node in tree.body:
+                if not isinstance(node, ast.Expr):
+                    exec(compile(ast.Module([node], []), str(README), "exec"), namespace)
+                    continue
+                shown = eval(compile(ast.Expression(node.value), str(README), "eval"),
+                             namespace)
+                source = ast.get_source_segment(block, node).splitlines()[0]
+                if not all(math.isfinite(v) for v in _numbers(shown)):
+                    problems.append(f"not finite: {source} -> {shown!r}")
+                end = node.end_lineno  # 1-based: lines[end - 1] is its last line
+                following = lines[end].strip() if end < len(lines) else ""
+                if "#" not in lines[end - 1] and not following.startswith("#"):
+                    problems.append(f"no comment saying what it shows: {source}")
+        problems += [f"warning: {w.message}" for w in caught
+                     if w.filename == str(README) or "nngauge" in w.filename]
+    assert not problems, "\n".join(problems)
 
 
 def test_readme_opens_with_the_two_setup_commands():

@@ -146,3 +146,20 @@ def test_the_check_leaves_the_thread_count_as_it_was():
     build_report(mlp(4, 8, 2, 2), torch.randn(20, 4), quick=True,
                  sections=[SECTION_BUILDERS[-1]])
     assert torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("coupled", [False, True])
+def test_a_short_budget_keeps_the_jacobian_batch_of_a_batch_statistics_model(coupled):
+    """With batch statistics the per-layer norms depend on the batch size (the demo's growth
+    read 427 on 4 samples and 13 on 50), so a short budget cuts the power iterations, never
+    the batch; a model without coupling may run on fewer samples."""
+    settings = ReportSettings(quick=True, budget=0.5)
+    cost = _plan.Cost(per_sample=1e-3, recorded_per_sample=1000, marginal_per_sample=1e-4)
+    changes, choices = _plan.plan(settings, cost, n_data=1000, n_sites=20, n_jacobian=11,
+                                  grouped=False, coupled=coupled)
+    if coupled:
+        assert changes["jacobian_samples"] == settings.jacobian_samples
+        assert changes["power_iterations"] < settings.power_iterations
+        assert any("the batch size, so it is kept" in c for c in choices)
+    else:
+        assert changes["jacobian_samples"] < settings.jacobian_samples

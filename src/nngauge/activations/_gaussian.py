@@ -155,7 +155,7 @@ def hermite_coefficients(
     """Normalized Hermite coefficients a_k = E[fn(sqrt(q) z) He_k(z)] / sqrt(k!), k < n.
 
     With h_k = He_k / sqrt(k!) orthonormal under N(0, 1), fn(sqrt(q) z) = sum_k a_k h_k(z) and
-    E[fn(u) fn(v)] = sum_k a_k^2 rho^k for Var u = Var v = q (Mehler; deep-conditioning
+    E[fn(u) fn(v)] = sum_k a_k^2 rho^k for Var u = Var v = q (Mehler; Agarwal et al. 2021
     appendix C.4, shrinkage paper section 2).
     """
     scale = float(np.sqrt(q))

@@ -159,7 +159,7 @@ def unit_scale(act: Activation | str) -> Activation:
 def normalize(act: Activation | str) -> Activation:
     """(act - m) / s with m = E[act(z)], s^2 = Var[act(z)], z ~ N(0, 1).
 
-    The normalization of deep-conditioning eq. (2): E[tau(z)] = 0 and E[tau(z)^2] = 1.
+    The normalization of Agarwal et al. 2021, eq. (2): E[tau(z)] = 0 and E[tau(z)^2] = 1.
 
     Raises:
         InvalidInputError: act(z) is constant almost surely.

@@ -1,4 +1,4 @@
-"""NormReLU_b: a ReLU with its kink at b, normalized (deep-conditioning section 7, appendix I).
+"""NormReLU_b: a ReLU with its kink at b, normalized (Agarwal et al. 2021, section 7, appendix I).
 
 Definition (Agarwal, Awasthi & Kale, ALT 2021, eq. (4)):
 
@@ -41,7 +41,7 @@ from nngauge.activations._registry import builtin, get
 from nngauge.errors import invalid
 
 SELU_MATCHED_B = -1.5907658564411595
-"""The kink b where lambda_b equals SELU's scale 1.0507009873554805 (deep-conditioning sec. 7)."""
+"""The kink b where lambda_b is SELU's scale 1.0507009873554805 (Agarwal et al. 2021, sec. 7)."""
 
 
 def _pdf(x):
@@ -144,7 +144,7 @@ def degenerate_safe(covariance, value_at_zero: float, mean):
 
 @constrained(b=Real())
 def norm_relu_constants(b: float) -> tuple[float, float]:
-    """(mu_b, lambda_b) of NormReLU_b in closed form (deep-conditioning appendix I).
+    """(mu_b, lambda_b) of NormReLU_b in closed form (Agarwal et al. 2021, appendix I).
 
     Raises:
         InvalidInputError: b is not finite, or so large that max(z, b) is (numerically) constant.

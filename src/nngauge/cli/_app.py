@@ -7,22 +7,32 @@ from typing import Optional
 import typer
 
 from nngauge._version import __version__
-from nngauge.cli._report import report
-from nngauge.cli._reproduce import reproduce
+from nngauge.cli._help import Command, Group, epilog
+from nngauge.cli._report import REPORT_EXAMPLES, report
+from nngauge.cli._reproduce import REPRODUCE_EXAMPLES, reproduce
 from nngauge.cli._study import study_app
-from nngauge.cli._theory import theory
+from nngauge.cli._theory import THEORY_EXAMPLES, theory
 from nngauge.errors import NNGaugeError
+
+PROG_NAME = "nngauge"
+"""The name in usage lines and error hints, also under ``python -m nngauge``."""
 
 app = typer.Typer(
     name="nngauge",
+    cls=Group,
     help="Measure deep neural networks the way the papers do: theory, measures, reports.",
+    epilog=epilog(
+        "nngauge theory tanh --sigma-w 1.5",
+        "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",
+        "nngauge reproduce --list",
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command(name="theory")(theory)
-app.command(name="report")(report)
-app.command(name="reproduce")(reproduce)
+app.command(name="theory", cls=Command, epilog=epilog(*THEORY_EXAMPLES))(theory)
+app.command(name="report", cls=Command, epilog=epilog(*REPORT_EXAMPLES))(report)
+app.command(name="reproduce", cls=Command, epilog=epilog(*REPRODUCE_EXAMPLES))(reproduce)
 app.add_typer(study_app, name="study")
 
 
@@ -34,8 +44,8 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(
-        None, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
     """nngauge: the instrument panel for deep neural networks."""
@@ -66,9 +76,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     ``SystemExit`` here; click's usage errors, which it would print with the usage block, are
     printed as one line too. The exception classes are looked up in both click and Typer's
     own copy of it (which recent Typer versions carry), whichever is installed.
+
+    Typer and click versions: checked with Typer 0.12 + click 8.1, Typer 0.18 + click 8.5 and
+    Typer 0.29 (its own click). Typer 0.12 to 0.15 do not work with click 8.2 or later, nor
+    Typer 0.16 and 0.17 with click 8.3 or later (their help and missing-argument checks fail
+    inside Typer); those pairs are outside what nngauge supports.
     """
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name=PROG_NAME, standalone_mode=False)
     except NNGaugeError as exc:
         _error(str(exc))
         code = EXIT_BAD_INPUT
@@ -82,10 +97,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     except _EXITS as exc:  # raised outside click's own handling
         code = exc.exit_code
     except _CLICK_ERRORS as exc:  # usage errors arrive here in non-standalone mode
-        message = _usage_message(exc)
-        if message:  # none when the help was shown instead (a group called without a command)
-            _error(message)
-        code = getattr(exc, "exit_code", EXIT_FAILED)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without a command (click 8.2+)
+            _show_help(exc)  # the help is the message: the usage, not an error
+        else:
+            _error(_usage_message(exc))
+        code = getattr(exc, "exit_code", EXIT_BAD_INPUT)
     except OSError as exc:  # e.g. --out in a folder that does not exist or cannot be written
         _error(f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
         code = EXIT_FAILED
@@ -109,14 +125,26 @@ def _error(message: str) -> None:
 
 
 def _usage_message(exc: Exception) -> str:
-    """A click error as one sentence, pointing to the command's help when it has a context;
-    empty when click has printed the help instead."""
-    format_message = getattr(exc, "format_message", None)
-    message = (format_message() if callable(format_message) else str(exc)).strip()
+    """A click error as one sentence, pointing to the command's help (that of the command
+    when click knows it, else the program's)."""
+    try:
+        message = exc.format_message().strip()
+    except Exception:  # noqa: BLE001 - a Typer/click pair that cannot format its own error
+        message = str(getattr(exc, "message", "") or exc).strip()
     ctx = getattr(exc, "ctx", None)
-    if message and ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    return message
+    command = getattr(ctx, "command_path", None) or PROG_NAME
+    return f"{message or type(exc).__name__} (see '{command} --help')"
+
+
+def _show_help(exc: Exception) -> None:
+    """The help that click 8.2+ carries as the message of a group called without a command
+    (Typer's rich help has already printed itself, leaving the message empty)."""
+    try:
+        text = exc.format_message().strip()
+    except Exception:  # noqa: BLE001
+        text = ""
+    if text:
+        typer.echo(text)
 
 
 def _classes(*paths: str) -> tuple[type, ...]:

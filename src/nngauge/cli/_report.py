@@ -14,10 +14,15 @@ MODEL_HELP = ("path/to/file.py:function (returns an nn.Module), a saved TorchScr
 DATA_HELP = ("waveform, digits, digits:image (1x8x8), gaussian:d=100[,n=1000], "
              "gaussian:shape=3x32x32[,n=...], or a .npz / .pt file of inputs (and labels).")
 MODES = ("train", "eval", "frozen")
+REPORT_EXAMPLES = (
+    "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",
+    "nngauge report examples/resnet.py:build --data gaussian:shape=3x32x32,n=512 --out r.html",
+    "nngauge report mlp:depth=10,width=64,norm=batch --data digits --mode eval",
+)
 
 
 def report(
-    model: str = typer.Argument(..., help=MODEL_HELP),
+    model: str = typer.Argument(..., metavar="MODEL", help=MODEL_HELP),
     data: str = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(Path("report.html"), "--out", help="Where to write the HTML page."),
     json_out: Optional[Path] = typer.Option(None, "--json",
@@ -50,6 +55,7 @@ def report(
                                       "the file: only for files you trust)."),
 ) -> None:
     """Measure a model at initialization and judge it against the papers, in one HTML page.
+
     Exit status: 0 when the page is written (whatever its verdicts), 2 on bad input, 130 on
     Ctrl-C (the sections finished so far are written, marked as interrupted)."""
     from nngauge._internal.sources import load_data, load_model

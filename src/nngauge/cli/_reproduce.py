@@ -9,9 +9,16 @@ from typing import Optional
 import typer
 
 
+REPRODUCE_EXAMPLES = (
+    "nngauge reproduce --list",
+    "nngauge reproduce nlc-table1 --out reproduce",
+    "nngauge reproduce shrinkage-figure2 --scale paper --seed 1",
+)
+
+
 def reproduce(
     name: Optional[str] = typer.Argument(
-        None, help="Reproduction name, e.g. nlc-table1 (see --list)."),
+        None, metavar="NAME", help="Reproduction name, e.g. nlc-table1 (see --list)."),
     out: Path = typer.Option(Path("reproduce"), "--out",
                              help="Directory for NAME.csv and NAME.png (created if missing)."),
     scale: str = typer.Option("small", "--scale",

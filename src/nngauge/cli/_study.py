@@ -9,15 +9,29 @@ from typing import Optional
 
 import typer
 
-DB_HELP = "SQLAlchemy URL of the results database, e.g. sqlite:///study.db."
+from nngauge.cli._help import Command, Group, epilog
 
-study_app = typer.Typer(help="Architecture studies: measure at init, train, correlate.",
+DB_HELP = "SQLAlchemy URL of the results database, e.g. sqlite:///study.db."
+RUN_EXAMPLES = (
+    "nngauge study run examples/study_small.toml --db sqlite:///study.db",
+    "nngauge study run examples/study_small.toml --db sqlite:///study.db --workers 4",
+    "nngauge study run examples/study_small.toml --executor ray --address auto",
+)
+SUMMARIZE_EXAMPLES = (
+    "nngauge study summarize --db sqlite:///study.db",
+    "nngauge study summarize --db sqlite:///study.db --study small --out results",
+)
+
+study_app = typer.Typer(cls=Group,
+                        help="Architecture studies: measure at init, train, correlate.",
+                        epilog=epilog(RUN_EXAMPLES[0], SUMMARIZE_EXAMPLES[0]),
                         no_args_is_help=True)
 
 
-@study_app.command("run")
+@study_app.command("run", cls=Command, epilog=epilog(*RUN_EXAMPLES))
 def run(
-    spec: Path = typer.Argument(..., help="The study spec (TOML); see examples/study_small.toml."),
+    spec: Path = typer.Argument(..., metavar="SPEC",
+                                help="The study spec (TOML); see examples/study_small.toml."),
     db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
     address: Optional[str] = typer.Option(None, "--address",
@@ -29,9 +43,11 @@ def run(
     max_retries: int = typer.Option(2, "--max-retries", min=0,
                                     help="Re-executions of a unit whose worker died."),
 ) -> None:
-    """Run (or resume) a study: units already in the database are skipped, and runs sharing
-    a database split the units. Exit status: 0 when every unit is in the database, 1 when
-    some failed (rerun to retry them), 2 on bad input, 130 on Ctrl-C (finished units kept)."""
+    """Run (or resume) a study: units already in the database are skipped.
+
+    Runs sharing a database split the units. Exit status: 0 when every unit is in the
+    database, 1 when some failed (rerun to retry them), 2 on bad input, 130 on Ctrl-C (finished
+    units kept)."""
     from nngauge.studies import run_study
 
     progress = _progress()
@@ -53,7 +69,8 @@ def run(
         raise typer.Exit(1)
 
 
-@study_app.command("summarize")
+@study_app.command("summarize", cls=Command,
+                   epilog=epilog(*SUMMARIZE_EXAMPLES))
 def summarize(
     db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for points.csv, "

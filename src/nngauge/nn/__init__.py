@@ -1,4 +1,4 @@
-"""Building blocks: the NLC paper's MLPs and architecture sampler, the deep-conditioning
+"""Building blocks: the NLC paper's MLPs and architecture sampler, the Agarwal et al. 2021
 NormReLU, and Raghu et al.'s trajectory regularization."""
 
 from nngauge.nn._mlp import MLP, MLPConfig, mlp

@@ -1,4 +1,4 @@
-"""``nngauge.nn.NormReLU``: the normalized ReLU of deep-conditioning (section 7) as a module."""
+"""``nngauge.nn.NormReLU``: the normalized ReLU of Agarwal et al. 2021 (section 7) as a module."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from nngauge.activations._norm_relu import SELU_MATCHED_B, norm_relu_constants
 
 
 class NormReLU(nn.Module):
-    """NormReLU_b(x) = lambda_b (max(x, b) - mu_b), elementwise (deep-conditioning eq. (4)).
+    """NormReLU_b(x) = lambda_b (max(x, b) - mu_b), elementwise (Agarwal et al. 2021, eq. (4)).
 
     mu_b = b Phi(b) + phi(b) and lambda_b = 1 / std(max(z, b)), z ~ N(0, 1), make the output
-    zero-mean and unit-second-moment for standard Gaussian input (deep-conditioning eq. (2),
+    zero-mean and unit-second-moment for standard Gaussian input (Agarwal et al. 2021, eq. (2),
     appendix I). The default b = -1.5908 gives lambda_b = 1.0507, SELU's scale, as in the paper.
 
     Attributes:

@@ -89,7 +89,9 @@ def _verdicts(ctx: Context, not_run: frozenset[str] = frozenset()) -> tuple[V.Ve
                                    V.SHRINK_PAPER, missing("correlations", "correlations")))
     else:
         measured = None if jac is None else _last_hidden_norm(jac, ctx.hidden_layers) ** 2
-        out.append(V.shrinkage_verdict(corr, _shrinkage_bound(ctx, corr.rho_max), measured))
+        cfg = ctx.config
+        out.append(V.shrinkage_verdict(corr, _shrinkage_bound(ctx, corr.rho_max), measured,
+                                       None if cfg is None else cfg.norm))
     out.append(V.jacobian_verdict(jac, ctx.hidden_layers) if jac is not None else
                V.not_available("jacobian", "Jacobian growth across layers", V.SHRINK_PAPER,
                                missing("jacobian", "Jacobian")))
@@ -126,6 +128,11 @@ def _shrinkage_bound(ctx: Context, rho_max: float):
 
 # -------------------------------------------------------------------------------------- report
 
+VERDICT_SECTIONS = {"nlc": "nlc", "output_bias": "nlc", "shrinkage": "correlations",
+                    "jacobian": "jacobian", "kernel": "kernels", "theory": "theory"}
+"""The section whose measure each verdict judges (its badge is never better than them)."""
+_RANK = {"ok": 0, "n/a": 0, "warn": 1, "bad": 2}
+
 
 @dataclass(frozen=True)
 class Report:
@@ -158,6 +165,36 @@ class Report:
         """Keys of the sections whose measure failed on this model."""
         return [s.key for s in self.sections if s.status == "failed"]
 
+    def badge(self, section: Section) -> str:
+        """A section's badge: "failed" or "skipped" as it ran, else the worst status of the
+        verdicts on its numbers ("ok", "warn" or "bad"; a verdict that is "n/a" counts as
+        neither)."""
+        if section.status != "ok":
+            return section.status
+        ranks = [_RANK[v.status] for v in self.verdicts
+                 if VERDICT_SECTIONS.get(v.key) == section.key]
+        return ("ok", "warn", "bad")[max(ranks, default=0)]
+
+    @property
+    def quick_changes(self) -> list[str]:
+        """What ``quick=True`` changed against the default settings, in words (empty when the
+        report is not quick): the sizes it lowered before the budget was applied."""
+        if not self.settings.quick:
+            return []
+        default, quick = ReportSettings.make(), ReportSettings.make(quick=True)
+        names = {"n_batches": "NLC batches", "correlation_samples": "correlation samples",
+                 "kernel_samples": "kernel samples (n of the n x n kernels)",
+                 "jacobian_samples": "Jacobian samples",
+                 "power_iterations": "power iterations of the operator norms",
+                 "loss_samples": "loss-surface samples", "hessian_steps": "Lanczos steps",
+                 "hessian_probes": "Hessian trace products",
+                 "landscape_steps": "points of the loss slice", "budget": "budget (seconds)"}
+        def shown(value):
+            return "as many as the budget allows" if value is None else value
+
+        return [f"{label}: {shown(getattr(quick, key))} instead of {shown(getattr(default, key))}"
+                for key, label in names.items() if getattr(default, key) != getattr(quick, key)]
+
     @property
     def status(self) -> str:
         """The worst verdict status; a report with a failed section, an interrupted one, or
@@ -187,7 +224,9 @@ class Report:
             "status": self.status, "failed_sections": self.failed,
             "interrupted": self.interrupted, "not_run_sections": list(self.not_run),
             "verdicts": [v.to_dict() for v in self.verdicts],
-            "sections": {s.key: s.to_dict() for s in self.sections},
+            "sections": {s.key: {**s.to_dict(), "badge": self.badge(s)}
+                         for s in self.sections},
+            "quick_changes": self.quick_changes,
             "timings": {s.key: s.seconds for s in self.sections}, "seconds": self.seconds})
 
     def summary(self) -> str:
@@ -195,7 +234,9 @@ class Report:
         lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections)"]
         if self.interrupted:
             lines.append(f"  {self.banner}")
-        lines += [f"  {v.status:>4}  {v.title}: {v.message}" for v in self.verdicts]
+        lines += [f"  {v.status:>4}  {v.title}: {v.message}"
+                  + (f" [close call: {v.close_call}]" if v.close_call else "")
+                  for v in self.verdicts]
         return "\n".join(lines)
 
     def to_json(self) -> str:
@@ -365,7 +406,7 @@ def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str,
         cost = measure_cost(adapter, batch.inputs, profile)
         coupled = adapter.coupled
     changes, choices = plan(settings, cost, n_data=_count(data), n_sites=len(profile),
-                            n_jacobian=len(weights) + 1, grouped=grouped)
+                            n_jacobian=len(weights) + 1, grouped=grouped, coupled=coupled)
     settings = dataclasses.replace(settings, **changes, choices=tuple(choices))
     return Context(model, data, batch.inputs, settings, sites=adapter.discover(batch.inputs),
                    profile_layers=[s.name for s in profile] if grouped else None,

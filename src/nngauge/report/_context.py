@@ -99,13 +99,29 @@ class Figure:
     caption: str = ""
 
 
+EMPTY_CELLS = frozenset({"None", ""})
+"""Cells that hold no value; a column of nothing else is not shown."""
+
+
 @dataclass(frozen=True)
 class Table:
-    """A table of strings: title, column names, rows."""
+    """A table of strings: title, column names, rows. Columns whose every cell is empty
+    (:data:`EMPTY_CELLS`) are dropped when the table is made (the first column, the row
+    labels, is always kept)."""
 
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            return
+        keep = [i for i in range(len(self.columns))
+                if i == 0 or any(row[i] not in EMPTY_CELLS for row in self.rows)]
+        if len(keep) < len(self.columns):
+            object.__setattr__(self, "columns", tuple(self.columns[i] for i in keep))
+            object.__setattr__(self, "rows", tuple(tuple(row[i] for i in keep)
+                                                   for row in self.rows))
 
 
 @dataclass
@@ -149,6 +165,11 @@ class Context:
     def labels(self) -> dict[str, str]:
         """Site names with their module types ("layer1.0 (BasicBlock)")."""
         return {s.name: s.label for s in self.sites}
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """Site names with their kinds ("linear", "norm", "activation", ...)."""
+        return {s.name: s.kind for s in self.sites}
 
     @property
     def hidden_layers(self) -> list[str]:

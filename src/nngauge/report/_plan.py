@@ -173,8 +173,10 @@ def power_of_two_plus_one(limit: float, low: int, high: int) -> int:
 
 
 def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: int,
-         grouped: bool) -> tuple[dict[str, Any], list[str]]:
+         grouped: bool, coupled: bool = False) -> tuple[dict[str, Any], list[str]]:
     """The section sizes that fit ``settings.budget`` and why (sentences for the page).
+    ``coupled``: the model runs on batch statistics, so the Jacobian's batch is never cut (its
+    norms would change with it: the demo's growth read 427 on 4 samples, 13 on 50).
 
     Returns:
         (changes to apply to the settings, the choices in words).
@@ -203,16 +205,21 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     choices.append(f"correlations: {changes['correlation_samples']} samples")
     iterations = settings.power_iterations
     per_sample = max(1, n_jacobian) * iterations * 3 * c
-    jacobian = int(min(settings.jacobian_samples, max(4, SHARES["jacobian"] * budget
-                                                      / per_sample)))
-    if jacobian * per_sample > SHARES["jacobian"] * budget:  # even 4 samples are too many
+    if coupled:  # batch statistics: the norms depend on the batch size, which is kept
+        jacobian = settings.jacobian_samples
+    else:
+        jacobian = int(min(settings.jacobian_samples, max(4, SHARES["jacobian"] * budget
+                                                          / per_sample)))
+    if jacobian * per_sample > SHARES["jacobian"] * budget:  # fewer iterations, then
         iterations = max(MIN_ITERATIONS, int(iterations * SHARES["jacobian"] * budget
                                              / (jacobian * per_sample)))
         changes["power_iterations"] = iterations
     changes["jacobian_samples"] = jacobian
     choices.append(f"Jacobian norms: {jacobian} samples at {n_jacobian} layers, at most "
                    f"{iterations} power iterations to relative tolerance "
-                   f"{settings.jacobian_tol:g}")
+                   f"{settings.jacobian_tol:g}" + (
+                       " (batch statistics: the norms depend on the batch size, so it is kept "
+                       "and the iterations are cut instead)" if coupled else ""))
     points = power_of_two_plus_one(SHARES["trajectory"] * budget / c, 65,
                                    settings.trajectory_points)
     changes["trajectory_points"] = points

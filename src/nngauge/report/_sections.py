@@ -27,7 +27,6 @@ from nngauge.report._context import (
     Table,
     format_value,
     mode_notes,
-    layer_labels,
     rows_table,
 )
 from nngauge.report._figures import per_layer_lines, png_data_uri
@@ -43,10 +42,9 @@ def _nlc_section(ctx: Context) -> SectionOutput:
                          batch_size=s.batch_size, n_batches=s.n_batches, method="forward",
                          generator=ctx.generator(), **s.options)
     ctx.results["nlc"] = result
-    uri = png_data_uri(lambda ax: per_layer_lines(
-        ax, layer_labels(ctx, result.layers),
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, _names(result.layers),
         {"NLC of input -> layer": [r.nlc for r in result.layers]},
-        ylabel="NLC", log=True))
+        ylabel="NLC", log=True, kinds=ctx.kinds, labels=ctx.labels))
     return SectionOutput(result, [Figure("NLC profile", uri, "NLC of the sub-network from the "
                                          "input to each layer (log scale); the last point is "
                                          "the whole network.")],
@@ -73,13 +71,18 @@ def _correlation_section(ctx: Context) -> SectionOutput:
         notes.append("no infinite-width overlay: the model is not an nngauge MLP without skip "
                      "connections and batchnorm, or its correlation map is undefined (see the "
                      "theory section)")
-    uri = png_data_uri(lambda ax: per_layer_lines(ax, layer_labels(ctx, result.layers), series,
-                                                  ylabel="cosine similarity"))
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, _names(result.layers), series,
+                                                  ylabel="cosine similarity", kinds=ctx.kinds,
+                                                  labels=ctx.labels))
     return SectionOutput(result, [Figure("Correlations per layer", uri, "Mean and minimum "
                                          "pairwise cosine similarity; rho_max is the largest "
                                          "per-layer minimum.")],
                          [rows_table("Correlations per layer", result.layers, ctx.labels)],
                          notes)
+
+
+def _names(rows) -> list[str]:
+    return [row.name for row in rows]
 
 
 THEORY_GRID = np.linspace(-1.0, 1.0, 401)
@@ -124,10 +127,9 @@ def _jacobian_section(ctx: Context) -> SectionOutput:
                            batch_size=s.jacobian_samples, n_batches=1, n_iter=s.power_iterations,
                            tol=s.jacobian_tol, generator=ctx.generator(), **s.options)
     ctx.results["jacobian"] = result
-    uri = png_data_uri(lambda ax: per_layer_lines(
-        ax, layer_labels(ctx, result.layers),
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, _names(result.layers),
         {"||J||_op (RMS-normalized)": [row.norm for row in result.layers]},
-        ylabel="Jacobian operator norm", log=True))
+        ylabel="Jacobian operator norm", log=True, kinds=ctx.kinds, labels=ctx.labels))
     return SectionOutput(result, [Figure("Jacobian norms", uri, "RMS-normalized operator norm "
                                          "of the input -> layer Jacobian (shrinkage paper "
                                          "section 2.1).")],
@@ -147,11 +149,14 @@ def _kernel_section(ctx: Context) -> SectionOutput:
     theory = [row.theory_condition_number for row in result.layers]
     if any(v is not None for v in theory):
         series["infinite-width condition number"] = theory
-    uri = png_data_uri(lambda ax: per_layer_lines(ax, layer_labels(ctx, result.layers), series,
-                                                  ylabel="condition number", log=True))
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, _names(result.layers), series,
+                                                  ylabel="condition number", log=True,
+                                                  kinds=ctx.kinds, labels=ctx.labels))
     return SectionOutput(result, [Figure("Kernel conditioning", uri, "Condition number of the "
-                                         "conjugate kernel per layer (deep-conditioning "
-                                         "section 3); infinite where rank-deficient.")],
+                                         "conjugate kernel per layer (Agarwal, Awasthi & "
+                                         "Kale, ALT 2021, section 3); a rank-deficient "
+                                         "kernel's infinite condition number is marked "
+                                         "\"inf\" at the top of the axis.")],
                          [rows_table("Kernel per layer", result.layers, ctx.labels)],
                          mode_notes(result))
 
@@ -181,7 +186,7 @@ def _theory_section(ctx: Context) -> SectionOutput:
     try:
         summary = profile(cfg.activation, sigma_w, sigma_b, arch=arch)
     except NNGaugeError as exc:
-        info["error"] = f"The infinite-width theory breaks down: {exc}"
+        info["error"] = _theory_error(exc)
     else:
         info.update(summary.to_dict())
         out.tables.append(Table("Activation profile", ("quantity", "value", "source"),
@@ -213,22 +218,53 @@ def _iteration_figure(summary, depth: int) -> str:
     return png_data_uri(draw)
 
 
+SAME = 1e-6
+"""Relative difference below which a critical setting is the model's own (no advice)."""
+
+
 def _critical_fix(cfg, arch: str) -> str:
-    """The critical initialization in mlp() terms: keep sigma_b, solve sigma_w; else keep
-    sigma_w, solve sigma_b; else say there is none."""
-    from nngauge.theory import critical_init
+    """The critical initialization in mlp() terms, checked against the model's setting: keep
+    sigma_b and solve sigma_w, else keep sigma_w and solve sigma_b, else a small positive
+    sigma_b (0.05 ** 0.5). A candidate is advised only when it differs from the current
+    setting and the theory holds there (a positive variance fixed point, phase critical), so
+    the advice never repeats the setting it judges nor one where the theory breaks down;
+    empty when the current setting is critical already."""
+    from nngauge.theory import critical_init, profile
 
     sigma_w, sigma_b, _ = _theory_setting(cfg)
+    try:
+        if profile(cfg.activation, sigma_w, sigma_b, arch=arch).phase == "critical":
+            return ""
+    except NNGaugeError:
+        pass  # the theory breaks down here: look for a critical setting where it holds
     for given in ({"sigma_b": sigma_b}, {"sigma_w": sigma_w}, {"sigma_b": 0.05 ** 0.5}):
         try:
             sw, sb = critical_init(cfg.activation, arch=arch, **given)
+            if _same(sw, sigma_w) and _same(sb, sigma_b):
+                continue
+            if profile(cfg.activation, sw, sb, arch=arch).phase != "critical":
+                continue
         except NNGaugeError:
             continue
+        sw_mlp, sb_mlp = sw / cfg.scale, sb / cfg.scale
         return (f"Critical initialization (critical_init, shrinkage paper appendix B): "
-                f"sigma_w = {sw:.4g}, sigma_b = {sb:.4g}, i.e. "
-                f"mlp(..., sigma_w={sw:.4g}, bias_std={sb:.4g}).")
-    return (f"No critical initialization exists for {cfg.activation} with the {arch} map: "
-            "use another activation (e.g. tanh or erf) or add normalization.")
+                f"sigma_w = {sw:.6g}, sigma_b = {sb:.6g} (now {sigma_w:.6g}, {sigma_b:.6g}), "
+                f"i.e. mlp(..., sigma_w={sw_mlp:.6g}, bias_std={sb_mlp:.6g}) "
+                f"(nngauge report mlp:...,sigma_w={sw_mlp:.6g},bias_std={sb_mlp:.6g}).")
+    return (f"No critical initialization with a defined infinite-width limit exists for "
+            f"{cfg.activation} with the {arch} map: use another activation (e.g. tanh or erf) "
+            "or add normalization.")
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= SAME * max(abs(a), abs(b), 1.0)
+
+
+def _theory_error(exc: NNGaugeError) -> str:
+    """The theory engine's reason, without its own fix (the verdict's fix is the one checked
+    against the model's setting)."""
+    reason = str(exc).split(". Fix:")[0].rstrip(".")
+    return f"The infinite-width theory does not hold at this setting: {reason}."
 
 
 def _trajectory_section(ctx: Context) -> SectionOutput:
@@ -244,8 +280,8 @@ def _trajectory_section(ctx: Context) -> SectionOutput:
                                    max_points=s.trajectory_points, **{**options, **start})
     ctx.results["trajectory"] = result
     uri = png_data_uri(lambda ax: per_layer_lines(
-        ax, layer_labels(ctx, result.layers), {"trajectory length": list(result.lengths)},
-        ylabel="length", log=True))
+        ax, _names(result.layers), {"trajectory length": list(result.lengths)},
+        ylabel="length", log=True, kinds=ctx.kinds, labels=ctx.labels))
     if not result.converged:
         notes.append(f"lengths not converged to {result.settings['tol']:g} with "
                      f"{result.n_points} points (the budget's limit): true lengths are larger")
@@ -272,9 +308,10 @@ def _transitions_section(ctx: Context) -> SectionOutput:
                              n_initial=min(1025, evaluations), max_evaluations=evaluations,
                              **options)
     ctx.results["transitions"] = result
-    uri = png_data_uri(lambda ax: per_layer_lines(ax, layer_labels(ctx, result.layers),
+    uri = png_data_uri(lambda ax: per_layer_lines(ax, _names(result.layers),
                                                   {"transitions": list(result.per_layer)},
-                                                  ylabel="neuron transitions"))
+                                                  ylabel="neuron transitions", kinds=ctx.kinds,
+                                                  labels=ctx.labels))
     return SectionOutput(result, [Figure("Neuron transitions", uri, f"{result.n_patterns} "
                                          "distinct activation patterns along the segment.")],
                          [rows_table("Transitions per layer", result.layers, ctx.labels)],

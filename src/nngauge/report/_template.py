@@ -29,7 +29,8 @@ h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #d0d7de; padding-bot
 .status-bad .badge, .badge.status-bad, .badge.status-failed { background: #cf222e; }
 .verdict h3 { margin: 0.3rem 0; font-size: 1.05rem; }
 .value { font-size: 1.4rem; font-weight: 600; }
-.small { font-size: 0.85rem; color: #57606a; } .fix { background: #fff8c5; padding: 0.4rem;
+.small { font-size: 0.85rem; color: #57606a; }
+.close-call { background: #ddf4ff; padding: 0.4rem; border-radius: 4px; } .fix { background: #fff8c5; padding: 0.4rem;
          border-radius: 4px; }
 .section { background: #fff; border-radius: 8px; padding: 0.5rem 1rem 1rem; margin: 1rem 0;
            box-shadow: 0 1px 3px rgba(0,0,0,0.12); }
@@ -49,6 +50,10 @@ details { margin: 0.5rem 0; } .scroll { overflow-x: auto; }
 <p class="meta">model <code id="model-name">{{ report.model_name }}</code> on data
 <code>{{ report.data_name }}</code> &middot; {{ report.model_summary['parameters'] }} parameters
 &middot; {{ '%.1f' % report.seconds }} s &middot; nngauge {{ version }}</p>
+{% if report.quick_changes %}<div class="banner" id="quick"><b>Quick report (--quick):</b>
+fewer samples and iterations than the default, so the numbers are noisier and a verdict near
+its threshold can differ from the full report's. Changed: {{ report.quick_changes|join('; ') }}.
+</div>{% endif %}
 {% if report.interrupted %}<div class="banner" id="interrupted"><b>Incomplete report:</b>
 {{ report.banner }}. The verdicts below use only the finished sections; run the report again
 to measure the rest.</div>{% endif %}
@@ -59,8 +64,11 @@ to measure the rest.</div>{% endif %}
 <div class="verdict status-{{ v.status|replace('/', '') }}" data-key="{{ v.key }}">
 <span class="badge">{{ v.status }}</span>
 <h3>{{ v.title }}</h3>
-{% if v.value is not none %}<div class="value">{{ fmt(v.value) }}</div>{% endif %}
+{% if v.value is not none %}<div class="value">{{ fmt(v.value) }}{% if v.stderr is not none %}
+<span class="small">&plusmn; {{ '%.2g' % v.stderr }} (standard error)</span>{% endif %}</div>
+{% if v.meaning %}<div class="small meaning">{{ v.meaning }}</div>{% endif %}{% endif %}
 <p>{{ v.message }}</p>
+{% if v.close_call %}<p class="close-call"><b>Close call:</b> {{ v.close_call }}</p>{% endif %}
 {% if v.fix %}<p class="fix"><b>What to change:</b> {{ v.fix }}</p>{% endif %}
 <p class="small">Threshold: {{ v.threshold }}<br>Source: {{ v.source }}</p>
 </div>
@@ -69,7 +77,7 @@ to measure the rest.</div>{% endif %}
 
 {% for s in report.sections %}
 <div class="section {{ s.status }}" id="section-{{ s.key }}">
-<h2>{{ s.title }} <span class="badge status-{{ s.status }}">{{ s.status }}</span></h2>
+<h2>{{ s.title }} <span class="badge status-{{ report.badge(s) }}">{{ report.badge(s) }}</span></h2>
 <p class="small">{{ s.source }} &middot; {{ '%.2f' % s.seconds }} s</p>
 {% if s.status == 'failed' %}<p><b>This measure failed on this model:</b></p>
 <pre class="error">{{ s.error }}</pre>{% endif %}

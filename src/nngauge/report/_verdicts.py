@@ -10,7 +10,7 @@ kernel degeneration) the cut-offs below are nngauge's and are labelled as heuris
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional
 
 from nngauge._citations import cite
@@ -34,7 +34,7 @@ JACOBIAN_WARN, JACOBIAN_BAD = 10.0, 1000.0
 across the hidden layers is explosion (vanishing)."""
 KERNEL_WARN, KERNEL_BAD = 0.9, 0.99
 """Heuristic: mean normalized dot product of the last hidden layer's kernel above these means
-the kernel is degenerating towards rank one (deep-conditioning section 3)."""
+the kernel is degenerating towards rank one (Agarwal, Awasthi & Kale, ALT 2021, section 3)."""
 
 STATUSES = ("ok", "warn", "bad", "n/a")
 
@@ -56,6 +56,10 @@ class Verdict:
         source: paper and section.
         message: what the number means here.
         fix: what to change (empty when ok).
+        meaning: what ``value`` is, with its unit (shown under the headline number).
+        stderr: the standard error of ``value`` from its estimator (None where it has none).
+        close_call: empty, or why the status could go either way (the value lies within two
+            standard errors, or without one within 5%, of a threshold).
     """
 
     key: str
@@ -66,9 +70,45 @@ class Verdict:
     source: str
     message: str
     fix: str = ""
+    meaning: str = ""
+    stderr: Optional[float] = None
+    close_call: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+NEAR = 0.05
+"""Without a standard error, a value within this relative distance of a threshold is called
+a close call (its estimator's spread is unknown)."""
+
+
+def close_call(value: Optional[float], stderr: Optional[float],
+               thresholds: tuple[float, ...]) -> str:
+    """Why a status could go either way: ``value`` within 2 ``stderr`` of a threshold (or,
+    without a standard error, within :data:`NEAR` of it, relatively); empty otherwise."""
+    if value is None or not math.isfinite(value):
+        return ""
+    for t in thresholds:
+        if stderr is not None and math.isfinite(stderr) and stderr > 0:
+            if abs(value - t) <= 2 * stderr:
+                return (f"{value:.3g} +- {stderr:.2g} (standard error) is within two standard "
+                        f"errors of the threshold {t:g}: the verdict could go either way; "
+                        "measure more samples (without --quick, or a larger --n-batches / "
+                        "--samples) to settle it.")
+        elif abs(value - t) <= NEAR * abs(t):
+            return (f"{value:.3g} is within {NEAR:.0%} of the threshold {t:g} and this "
+                    "estimator gives no standard error: the verdict could go either way.")
+    return ""
+
+
+def judged(verdict: Verdict, meaning: str, stderr: Optional[float] = None,
+           thresholds: tuple[float, ...] = ()) -> Verdict:
+    """``verdict`` with what its value means, its standard error and its close call."""
+    if stderr is not None and not math.isfinite(stderr):
+        stderr = None
+    return replace(verdict, meaning=meaning, stderr=stderr,
+                   close_call=close_call(verdict.value, stderr, thresholds))
 
 
 def not_available(key: str, title: str, source: str, reason: str) -> Verdict:
@@ -83,6 +123,12 @@ def nlc_verdict(profile, within: Optional[int] = None) -> Verdict:
     range for (section 5: the NLC compounds with depth), used to suggest a depth.
     """
     out = profile.layers[-1]
+    return judged(_nlc_verdict(profile, out, within),
+                  "NLC of the whole network (a ratio, no unit: 1 = linear; the paper's ideal "
+                  "range 1-3)", out.stderr, (NLC_IDEAL[1], NLC_BAD))
+
+
+def _nlc_verdict(profile, out, within: Optional[int]) -> Verdict:
     value = out.nlc
     source = f"{NLC_PAPER}, section 4 (figure 2), section 5 (compounding with depth), section 7"
     threshold = f"ideal {NLC_IDEAL[0]:g} <= NLC <= {NLC_IDEAL[1]:g}; bad above {NLC_BAD:g}"
@@ -119,6 +165,12 @@ def layers_within(values: list[float], limit: float = NLC_IDEAL[1]) -> Optional[
 
 def bias_verdict(profile) -> Verdict:
     """Output bias Q_{j,x} f / Q_j S_x f against the paper's high-bias flag 1000 (B.2)."""
+    return judged(_bias_verdict(profile),
+                  "output bias: RMS size of the output over its spread across the data (a "
+                  "ratio, no unit; 1 = no common offset)", None, (HIGH_BIAS,))
+
+
+def _bias_verdict(profile) -> Verdict:
     value = profile.layers[-1].output_bias
     source = f"{NLC_PAPER}, section 4 (figure 2, 3A) and B.2"
     threshold = f"bad above {HIGH_BIAS:g} (the paper's high-bias flag)"
@@ -134,8 +186,32 @@ def bias_verdict(profile) -> Verdict:
                    "(nngauge.activations.debias), add normalization, or use fewer layers.")
 
 
-def shrinkage_verdict(corr, bound: Optional[Any], measured_sq: Optional[float]) -> Verdict:
-    """rho_max (shrinkage paper Theorem 1) and, where it applies, the theorem's bound."""
+def shrinkage_verdict(corr, bound: Optional[Any], measured_sq: Optional[float],
+                      norm: Optional[str] = None) -> Verdict:
+    """rho_max (shrinkage paper Theorem 1) and, where it applies, the theorem's bound; a
+    measured ||J||_op^2 below the printed bound is called out with the likely reasons.
+    ``norm``: the nngauge MLP's normalization (None: none, or not an nngauge MLP)."""
+    return judged(_shrinkage_verdict(corr, bound, measured_sq, norm),
+                  "rho_max: the largest, over layers, of the smallest cosine similarity between "
+                  "two inputs' representations (no unit; 1 = every pair aligned)", None,
+                  (RHO_WARN, RHO_BAD))
+
+
+def bound_violation(bound_sq: float, measured_sq: float, norm: Optional[str]) -> str:
+    """Why a measured ||J||_op^2 can sit below Theorem 1's lower bound."""
+    reasons = ["the theorem is about infinitely wide networks, this one has finite width",
+               "the operator norm is a power-iteration estimate on a few samples (it can "
+               "only under-estimate the largest singular value) and rho_max is the minimum "
+               "over the sampled pairs only"]
+    if norm != "layer":
+        reasons.append("the theorem assumes LayerNorm before every activation, this network "
+                       + ("uses batchnorm (batch statistics couple the inputs)"
+                          if norm == "batch" else "has none"))
+    return (f" The measured value {measured_sq:.3g} is below the bound {bound_sq:.3g}, which "
+            "the theorem does not allow; likely reasons: " + "; ".join(reasons) + ".")
+
+
+def _shrinkage_verdict(corr, bound, measured_sq, norm) -> Verdict:
     value = corr.rho_max
     source = f"{SHRINK_PAPER}, Theorem 1, section 3 (consequences 1-4), Theorem 2"
     threshold = f"heuristic: warn above {RHO_WARN:g}, bad above {RHO_BAD:g}"
@@ -144,6 +220,8 @@ def shrinkage_verdict(corr, bound: Optional[Any], measured_sq: Optional[float]) 
         extra = (f" Theorem 1 at this rho_max and depth: ||J||_op^2 >= "
                  f"{bound.jacobian_norm_sq:.3g}")
         extra += (f" (measured {measured_sq:.3g})." if measured_sq is not None else ".")
+        if measured_sq is not None and measured_sq < bound.jacobian_norm_sq:
+            extra += bound_violation(bound.jacobian_norm_sq, measured_sq, norm)
     if value <= RHO_WARN:
         return Verdict("shrinkage", "Representation shrinkage (rho_max)", "ok", value, threshold,
                        source, f"rho_max = {value:.3g}: representations stay spread out."
@@ -161,19 +239,47 @@ def shrinkage_verdict(corr, bound: Optional[Any], measured_sq: Optional[float]) 
 def jacobian_verdict(jac, hidden: list[str]) -> Verdict:
     """Growth of the input -> layer Jacobian operator norm across the hidden layers."""
     source = f"{SHRINK_PAPER}, Theorem 1 consequence 1 (gradient explosion), Remark 1 (vanishing)"
-    rows = {row.name: row.norm for row in jac.layers}
-    norms = [rows[name] for name in hidden if name in rows]
+    by_name = {row.name: row for row in jac.layers}
+    rows = [by_name[name] for name in hidden if name in by_name]
+    norms = [row.norm for row in rows]
     if len(norms) < 2 or norms[0] <= 0:
         return not_available("jacobian", "Jacobian growth across layers", source,
                              "fewer than two hidden layers were measured")
     growth = norms[-1] / norms[0] if norms[-1] > 0 else 0.0
+    verdict = _jacobian_verdict(growth, len(norms) - 1, source)
+    if getattr(jac, "batch_coupled", False):
+        verdict = replace(verdict, message=verdict.message + (
+            f" Measured on one batch of {jac.n_samples} samples whose batch statistics couple "
+            "them (batchnorm in train mode): the value depends on the batch size and has no "
+            "standard error; a quick report's smaller batch can move it across a threshold."))
+    limits = (JACOBIAN_WARN, 1 / JACOBIAN_WARN, JACOBIAN_BAD, 1 / JACOBIAN_BAD)
+    return judged(verdict, "factor by which the RMS-normalized ||J||_op grows from the first "
+                  "to the last hidden layer (no unit; 1 = neither grows nor shrinks)",
+                  ratio_stderr(rows[0].per_sample, rows[-1].per_sample), limits)
+
+
+def ratio_stderr(first, last) -> Optional[float]:
+    """Standard error of sqrt(mean(last^2) / mean(first^2)) over paired samples (the delta
+    method); None with fewer than two samples each or unpaired samples."""
+    import numpy as np
+
+    a = np.asarray(first, dtype=np.float64) ** 2
+    b = np.asarray(last, dtype=np.float64) ** 2
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 2 or a.mean() <= 0 or b.mean() <= 0:
+        return None
+    ratio = b.mean() / a.mean()
+    se_ratio = float(np.std(b - ratio * a, ddof=1) / math.sqrt(len(a)) / a.mean())
+    return se_ratio / (2 * math.sqrt(ratio))
+
+
+def _jacobian_verdict(growth: float, steps: int, source: str) -> Verdict:
     threshold = (f"heuristic: warn beyond x{JACOBIAN_WARN:g} or /{JACOBIAN_WARN:g}, bad beyond "
                  f"x{JACOBIAN_BAD:g} or /{JACOBIAN_BAD:g} from the first to the last hidden layer")
     size = max(growth, 1.0 / growth) if growth > 0 else math.inf
     status = "ok" if size <= JACOBIAN_WARN else "warn" if size <= JACOBIAN_BAD else "bad"
     what = "explodes" if growth > 1 else "vanishes"
-    message = (f"||J||_op grows by a factor {growth:.3g} over {len(norms) - 1} layers "
-               f"({_per_layer(growth, len(norms) - 1)} per layer).")
+    message = (f"||J||_op grows by a factor {growth:.3g} over {steps} layers "
+               f"({_per_layer(growth, steps)} per layer).")
     if status == "ok":
         return Verdict("jacobian", "Jacobian growth across layers", "ok", growth, threshold,
                        source, message)
@@ -186,7 +292,37 @@ def jacobian_verdict(jac, hidden: list[str]) -> Verdict:
 
 
 def kernel_verdict(kernels, hidden: list[str]) -> Verdict:
-    """Degeneration of the conjugate kernel with depth (deep-conditioning section 3)."""
+    """Degeneration of the conjugate kernel with depth (Agarwal, Awasthi & Kale, ALT 2021,
+    section 3)."""
+    verdict = _kernel_verdict(kernels, hidden)
+    rows = [row for row in kernels.layers if row.name in hidden]
+    if not rows:
+        return verdict
+    return judged(verdict, "mean normalized dot product K_ij / sqrt(K_ii K_jj) over pairs "
+                  "of inputs at the last hidden layer (a cosine, no unit; 1 = the kernel is "
+                  "rank one)", pairs_stderr(rows[-1].kernel), (KERNEL_WARN, KERNEL_BAD))
+
+
+def pairs_stderr(kernel) -> Optional[float]:
+    """Standard error of the mean over pairs i != j of K_ij / sqrt(K_ii K_jj): the mean is a
+    U-statistic of the samples, whose variance is about 4 Var(r_i) / n with r_i sample i's
+    mean over its pairs (Hoeffding's decomposition)."""
+    import numpy as np
+
+    if kernel is None:
+        return None
+    k = np.asarray(kernel, dtype=np.float64)
+    n = len(k)
+    d = np.sqrt(np.clip(np.diag(k), 1e-300, None))
+    if n < 3 or k.shape != (n, n):
+        return None
+    cos = k / d[:, None] / d[None, :]
+    np.fill_diagonal(cos, 0.0)
+    per_sample = cos.sum(1) / (n - 1)
+    return float(2 * np.std(per_sample, ddof=1) / math.sqrt(n))
+
+
+def _kernel_verdict(kernels, hidden: list[str]) -> Verdict:
     source = f"{COND_PAPER}, section 3 (Theorem 3.2, Corollary 3.3), C.3, Definition 3.1 (mu)"
     rows = [row for row in kernels.layers if row.name in hidden]
     if not rows:
@@ -213,6 +349,11 @@ def kernel_verdict(kernels, hidden: list[str]) -> Verdict:
 
 def theory_verdict(info: dict) -> Verdict:
     """The phase of the correlation map of an nngauge MLP's activation and initialization."""
+    return judged(_theory_verdict(info), "P'(1): slope of the infinite-width correlation map "
+                  "at rho = 1 (no unit; 1 = critical, below 1 ordered, above 1 chaotic)")
+
+
+def _theory_verdict(info: dict) -> Verdict:
     source = f"{SHRINK_PAPER}, section 2-3 (phases), appendix B (critical initialization)"
     title = "Theory phase (infinite width)"
     threshold = "ok when critical (P'(1) = 1) or depth <= the depth scale 1 / |ln P'(1)|"

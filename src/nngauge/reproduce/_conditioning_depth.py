@@ -1,4 +1,4 @@
-"""``conditioning-depth``: kernel condition numbers vs depth (deep-conditioning, section 3).
+"""``conditioning-depth``: kernel condition numbers vs depth (Agarwal et al. 2021, section 3).
 
 For n inputs on the sphere of radius sqrt(d) (so that the first pre-activations have unit
 variance), the condition number lambda_max / lambda_min of the NNGP (top-layer) kernel and of

@@ -264,7 +264,7 @@ def _correlations(model, train, batch_size, generator):
 def _kernel_conditioning(model, train, batch_size, generator):
     from nngauge.measures import kernel_conditioning
 
-    # the top hidden layer's conjugate kernel (deep-conditioning's NNGP): the output layer's
+    # the top hidden layer's conjugate kernel (Agarwal et al.'s NNGP): the output layer's
     # kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w
     depth, width = model.config.depth, model.config.width
     hidden = [row for row in kernel_conditioning(model, train, max_samples=min(200, width)).layers

@@ -220,7 +220,11 @@ class CorrelationMap:
             raise invalid(where, "a length map with a positive fixed point q*",
                           f"q* = 0 for {self.activation.label} at sigma_w={self.sigma_w}, "
                           f"sigma_b={self.sigma_b} (pre-activations vanish with depth, so their "
-                          "correlation is undefined)", "use sigma_b > 0 or a larger sigma_w")
+                          "correlation is undefined)",
+                          "use sigma_b > 0 (nngauge.theory.critical_init(act, sigma_b=..., "
+                          f"arch={self.arch!r}) gives the critical sigma_w for it), or a larger "
+                          "sigma_w (for an odd "
+                          "activation such as tanh at sigma_b = 0, the chaotic phase)")
 
 
 @constrained(act=ACTIVATION, sigma_w=STD, sigma_b=STD, arch=Choice.literal(Arch),

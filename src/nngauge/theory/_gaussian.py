@@ -2,7 +2,7 @@
 
 C(rho; q1, q2) = E[tau(u) tau(v)], (u, v) centered Gaussian with Var u = q1, Var v = q2,
 corr(u, v) = rho. At q1 = q2 = 1 this is the dual activation of Daniely et al. (2016) used by
-deep-conditioning (section 3) and C[phi | rho] of the shrinkage paper (section 2, eq. 2.2).
+Agarwal et al. 2021 (section 3) and C[phi | rho] of the shrinkage paper (section 2, eq. 2.2).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def hermite_coefficients(
 
     a_k = E[act(sqrt(q) z) He_k(z)] / sqrt(k!), so act(sqrt(q) z) = sum_k a_k He_k(z) / sqrt(k!)
     and, at equal variances q, E[act(u) act(v)] = sum_k a_k^2 rho^k (Mehler's formula; the
-    shrinkage paper's section 2 and deep-conditioning appendix C.4 use this expansion).
+    shrinkage paper's section 2 and Agarwal et al. 2021, appendix C.4 use this expansion).
 
     Example:
         >>> from nngauge.theory import hermite_coefficients

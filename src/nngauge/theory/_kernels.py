@@ -6,9 +6,9 @@ with ``W_std = sigma_w`` and ``b_std = sigma_b``) maps x in R^d to pre-activatio
     h_0(x) = (sigma_w / sqrt(d)) W_0 x + sigma_b b_0,
     h_{l+1}(x) = (sigma_w / sqrt(n_l)) W_{l+1} act(h_l(x)) + sigma_b b_{l+1},
 
-with W, b standard normal ("ntk" parameterization, Jacot et al. 2018; deep-conditioning,
+with W, b standard normal ("ntk" parameterization, Jacot et al. 2018; Agarwal et al. 2021,
 section 2, footnote 2). As the widths n_l grow, the pre-activations become a Gaussian process
-with covariance K_l (the NNGP or "top-layer" kernel, deep-conditioning section 3.1) and the
+with covariance K_l (the NNGP or "top-layer" kernel, Agarwal et al. 2021, section 3.1) and the
 tangent kernel <grad_theta h_l(x), grad_theta h_l(x')> tends to Theta_l (the NTK, section 3.2):
 
     K_0 = sigma_w^2 X X^T / d + sigma_b^2,                         Theta_0 = K_0,
@@ -84,7 +84,7 @@ class KernelTrace:
         return len(self.kernels) - 1
 
     def condition_numbers(self) -> np.ndarray:
-        """lambda_max / lambda_min of each kernel (deep-conditioning, section 2 notation).
+        """lambda_max / lambda_min of each kernel (Agarwal et al. 2021, section 2 notation).
 
         ``inf`` for a numerically singular kernel, ``nan`` for a zero kernel: see
         :func:`condition_number`.
@@ -95,7 +95,7 @@ class KernelTrace:
         return np.array([condition_number(k) for k in self.kernels])
 
     def mean_normalized_dot_product(self) -> np.ndarray:
-        """Mean over pairs i != j of K_ij / sqrt(K_ii K_jj), per depth (deep-conditioning, sec. 3).
+        """Mean over pairs i != j of K_ij / sqrt(K_ii K_jj) by depth (Agarwal et al., sec. 3).
 
         The mean cosine similarity of the infinite-width representations; it tends to 0 with
         depth for normalized activations, which is the paper's "improving conditioning".
@@ -169,7 +169,7 @@ def nngp(
 
     K_0 = sigma_w^2 X X^T / d + sigma_b^2 and
     K_{l+1} = sigma_w^2 E[act(u) act(v)] + sigma_b^2, (u, v) ~ N(0, K_l restricted to (i, j))
-    (Neal 1996; Lee et al. 2018; the top-layer kernel of deep-conditioning, section 3.1).
+    (Neal 1996; Lee et al. 2018; the top-layer kernel of Agarwal et al. 2021, section 3.1).
     ``kernels[l]`` is neural-tangents' ``nngp`` of
     ``stax.serial(Dense(W_std=sigma_w, b_std=sigma_b), *[act, Dense(...)] * l)``.
 
@@ -183,7 +183,7 @@ def nngp(
         depth: number of hidden layers (>= 0).
         sigma_w: weight standard deviation (> 0).
         sigma_b: bias standard deviation (>= 0).
-        parameterization: ``"ntk"`` (default, as neural-tangents and deep-conditioning) or
+        parameterization: ``"ntk"`` (default, as neural-tangents and Agarwal et al. 2021) or
             ``"standard"``.
         width: accepted for symmetry with :func:`ntk`; the NNGP does not depend on it.
         quadrature: rule for activations without a closed-form covariance (unused with closed
@@ -237,7 +237,7 @@ def ntk(
 ) -> KernelTrace:
     """Infinite-width neural tangent kernels Theta_0..Theta_depth of a fully-connected network.
 
-    "ntk" parameterization (default; Jacot et al. 2018, deep-conditioning section 3.2), with
+    "ntk" parameterization (default; Jacot et al. 2018, Agarwal et al. 2021, section 3.2), with
     the NNGP K_l of :func:`nngp`:
 
         Theta_0 = K_0,
@@ -426,7 +426,7 @@ def _frozen(K: np.ndarray) -> np.ndarray:
 
 
 def condition_number(K: Any) -> float:
-    """lambda_max / lambda_min of a symmetric PSD kernel matrix (deep-conditioning, section 2).
+    """lambda_max / lambda_min of a symmetric PSD kernel matrix (Agarwal et al. 2021, section 2).
 
     Conventions: ``inf`` when the kernel is numerically singular, lambda_min <= n eps
     lambda_max (eps the float64 machine epsilon; below that the computed lambda_min is
@@ -452,7 +452,7 @@ def condition_number(K: Any) -> float:
 
 
 def mean_normalized_dot_product(K: Any) -> float:
-    """Mean over pairs i != j of K_ij / sqrt(K_ii K_jj) (deep-conditioning, section 3, fig. 1).
+    """Mean over pairs i != j of K_ij / sqrt(K_ii K_jj) (Agarwal et al. 2021, section 3, fig. 1).
 
     The mean cosine similarity of the representations whose Gram matrix is K. ``nan`` when
     n < 2 or some K_ii <= 0 (a direction is undefined).

@@ -13,8 +13,8 @@ R = sum_{k>=2} a_k^2 = E[tau^2] - a_0^2 - a_1^2, with some reference power:
 - :func:`linear_approximation_error` = R / (a_0^2 + a_1^2) (NLC paper, appendix E.4 and
   Table 1 row E);
 - :func:`coefficient_of_nonlinearity` = R / (E[tau^2] - a_0^2) = 1 - a_1^2 of the normalized
-  activation (deep-conditioning, Definition 3.1 and appendix C.4);
-- :func:`coefficient_of_nonaffinity` = R / E[tau^2] (deep-conditioning, Definition C.20).
+  activation (Agarwal et al. 2021, Definition 3.1 and appendix C.4);
+- :func:`coefficient_of_nonaffinity` = R / E[tau^2] (Agarwal et al. 2021, Definition C.20).
 
 :func:`nlc_activation` is the NLC of the map s -> tau(s) itself (NLC paper, section 5); it uses
 the derivative: NLC_tau(sigma) = sigma Q[tau'(s)] / S[tau(s)], s ~ N(0, sigma^2).
@@ -241,7 +241,7 @@ def linearization_error(
 def coefficient_of_nonlinearity(
     act: Activation | str, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> float:
-    """mu: the coefficient of non-linearity of the normalized activation (deep-conditioning).
+    """mu: the coefficient of non-linearity of the normalized activation (Agarwal et al. 2021).
 
     Agarwal, Awasthi & Kale (2021), Definition 3.1: for an activation normalized so that
     E[sigma(z)] = 0 and E[sigma(z)^2] = 1 (their eq. 2), z ~ N(0, 1),
@@ -283,7 +283,7 @@ def coefficient_of_nonlinearity(
 def coefficient_of_nonaffinity(
     act: Activation | str, *, quadrature: Quadrature = DEFAULT_QUADRATURE
 ) -> float:
-    """nu: the coefficient of non-affinity of an uncentered activation (deep-conditioning).
+    """nu: the coefficient of non-affinity of an uncentered activation (Agarwal et al. 2021).
 
     Agarwal, Awasthi & Kale (2021), Definition C.20 (appendix C.3): for an activation with
     E[sigma(z)^2] = 1 (their eq. 8) whose mean E[sigma(z)] need not be 0, z ~ N(0, 1),

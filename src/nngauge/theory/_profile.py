@@ -6,7 +6,7 @@ architecture, the quantities the papers use to judge it before training:
 - slope at one chi = P'(1), phase and stable fixed point of the correlation map P
   (shrinkage paper eq. 2.3 / A.10, or the classic length-then-correlation map);
 - NLC_tau(1) and the linear approximation error (NLC paper section 5, Table 1 rows A and E);
-- the coefficient of non-linearity mu of the normalized activation (deep-conditioning Def. 3.1);
+- the coefficient of non-linearity mu of the normalized activation (Agarwal et al. 2021, Def. 3.1);
 - the Hermite linearization error (shrinkage paper section 2);
 - the critical initialization: sigma_w for the given sigma_b, and sigma_b for the given sigma_w,
   that put the slope at one to 1 (``None`` with the reason when no such value exists).
@@ -32,7 +32,7 @@ from nngauge.theory._validate import ACTIVATION, STD
 
 PAPER_SHRINKAGE = "shrinkage"
 PAPER_NLC = "NLC"
-PAPER_CONDITIONING = "deep-conditioning"
+PAPER_CONDITIONING = "conditioning"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class ActivationProfile:
         fixed_point: the stable fixed point rho* the iteration converges to.
         nlc: NLC_tau(1) = sqrt(E[tau'(s)^2] / Var tau(s)), s ~ N(0, 1) (NLC paper eq. 5).
         linear_approximation_error: NLC paper E.4 / Table 1 row E.
-        mu: coefficient of non-linearity of the normalized activation (deep-conditioning 3.1).
+        mu: coefficient of non-linearity of the normalized activation (Agarwal et al. 2021, 3.1).
         linearization_error: Hermite linearization error (shrinkage paper section 2).
         critical_sigma_w: sigma_w with slope at one 1 at this sigma_b.
         critical_sigma_b: sigma_b with slope at one 1 at this sigma_w.

@@ -98,7 +98,7 @@ def dichotomies(
 ) -> DichotomiesResult:
     """Count the dichotomies of ``inputs`` as ``layer``'s weights sweep a great circle.
 
-    W(t) = cos(t) W0 + sin(t) W1 for t = 2 pi j / n_steps (expressive-power paper, appendix
+    W(t) = cos(t) W0 + sin(t) W1 for t = 2 pi j / n_steps (Raghu et al. 2017, appendix
     B.3, figures 14-16); W1 is Gaussian, orthogonal to W0 and of the same Frobenius norm. A
     labelling is sign(f(x)) for a single output and argmax_j f(x, j) otherwise; the result
     counts the distinct labellings of the s inputs over all settings.

@@ -64,7 +64,7 @@ class WeightNoiseLayer:
 
 @dataclass(frozen=True)
 class WeightNoiseResult(MeasureResult):
-    """Per-layer accuracy under relative Gaussian weight noise (expressive-power paper, fig. 6).
+    """Per-layer accuracy under relative Gaussian weight noise (Raghu et al. 2017, fig. 6).
 
     Attributes:
         layers: one :class:`WeightNoiseLayer` per perturbed layer, in forward order.
@@ -124,7 +124,7 @@ def weight_noise_robustness(
 
     For each layer and level a, accuracy of the model with W replaced by
     W + a ||W||_F G / ||G||_F (G standard Gaussian, one direction per repeat shared by the
-    levels), averaged over ``n_repeats`` directions (expressive-power paper, section 3.1 and
+    levels), averaged over ``n_repeats`` directions (Raghu et al. 2017, section 3.1 and
     figure 6). A prediction is argmax_j f(x, j), or [f(x) > 0] for a single output. Dropout
     is off; batchnorm as ``norm_mode`` says (pass "eval" for a trained batchnorm network).
     The model's parameters, buffers and mode are left as they were.

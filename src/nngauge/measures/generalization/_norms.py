@@ -27,6 +27,7 @@ incoming weights, and h_i is its number of channels. The path norms come from
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -51,6 +52,9 @@ from nngauge.measures._result import MeasureResult, row_named
 from nngauge.measures.generalization._weights import WeightLayer, weight_layers
 
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")
+_MARGIN_MEASURES = ("l2", "l1_path", "l2_path", "spectral", "log10_lipschitz_capacity_linf",
+                    "log10_lipschitz_capacity_l2")
+"""The fields divided by the margin: undefined when it is not positive."""
 
 
 @constrained(p=Real(0, low_open=True), bias=Flag())
@@ -198,8 +202,12 @@ class CapacityResult(MeasureResult):
     """Norm-based capacity measures of a trained classifier (generalization paper 2.2-2.3).
 
     Attributes:
-        margin: gamma, the epsilon-margin (5th percentile by default); the capacities are
-            NaN when gamma <= 0 (the network does not fit that share of the data).
+        margin: gamma, the epsilon-margin (5th percentile by default). When gamma <= 0 (the
+            network misclassifies at least that share of the data, as a network at
+            initialization does) a capacity over margin is undefined: the capacities and the
+            Lipschitz capacities are NaN, ``undefined`` says why for each, and
+            :func:`capacity` warns. The norms (path norms, Lipschitz bounds, the per-layer
+            table) do not depend on the margin and stay defined.
         margin_percentile: the percentile used.
         l2, l1_path, l2_path, spectral: the four capacities with constants and widths.
         measures: the four as :class:`CapacityMeasure` rows (with and without constants).
@@ -211,8 +219,9 @@ class CapacityResult(MeasureResult):
         depth: d, the number of weight layers.
         layers: per-layer :class:`LayerNorms` rows (the norm table).
         bias: whether paths starting at biases were counted.
-        undefined: the measures that are NaN because the network is not a sum over paths
-            (max pooling, activations that are not positively homogeneous), each with why.
+        undefined: the measures that are NaN, each with why: the path-based ones when the
+            network is not a sum over paths (max pooling, activations that are not positively
+            homogeneous); every capacity over margin when the margin is not positive.
         notes: what the numbers mean for this network beyond the paper's chains.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`): eval-mode batchnorm
             folded away, a float64 copy.
@@ -267,6 +276,13 @@ def capacity(
     but not positively homogeneous (ReLU6, HardTanh) leave the l2 and spectral capacities
     defined and make the path-based ones NaN, with the reason in ``undefined``.
 
+    The paper measures trained networks. A network that misclassifies at least
+    ``margin_percentile`` percent of the data (any network at initialization, typically) has a
+    margin gamma <= 0, over which no capacity is defined: the capacities are then NaN, each
+    with the reason in ``undefined``, and a ``UserWarning`` says so and how to fix it (measure
+    the trained network, or pass a ``margin_percentile`` above its error rate). The norms,
+    which do not depend on the margin, are returned all the same.
+
     Args:
         model: a classifier mapping (m, ...) to class scores (m, n_classes), built of Linear /
             Conv layers, piecewise-linear activations, pooling, eval batchnorm, residual
@@ -286,9 +302,15 @@ def capacity(
         >>> net = mlp(4, 16, 2, 3, generator=torch.Generator().manual_seed(0))
         >>> x = torch.randn(50, 4, generator=torch.Generator().manual_seed(1))
         >>> y = net(x).argmax(dim=1)
-        >>> result = capacity(net, x, y)
+        >>> result = capacity(net, x, y)  # labels the network fits: a positive margin
         >>> result.margin > 0 and result["l2"].plain <= result.l2
         True
+        >>> import warnings
+        >>> with warnings.catch_warnings():  # random labels: about 2/3 misclassified
+        ...     warnings.simplefilter("ignore")
+        ...     at_init = capacity(net, x, torch.randint(0, 3, (50,)))
+        >>> at_init.margin < 0, math.isnan(at_init.l2), "margin" in at_init.undefined["l2"]
+        (True, True, True)
     """
     where = "capacity()"
     if not 0 <= margin_percentile < 100:
@@ -296,7 +318,8 @@ def capacity(
                       "pass e.g. margin_percentile=5 (the paper)")
     adapter = ModelAdapter(model, output=output, norm_mode="eval", where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
-    gamma = epsilon_margin(margins_of(scores, targets), margin_percentile)
+    margins = margins_of(scores, targets)
+    gamma = epsilon_margin(margins, margin_percentile)
     input_shape = float_input_shape(data, where)
     graph = folded_graph(model, input_shape, where)
     layers = weight_layers(graph)
@@ -322,6 +345,13 @@ def capacity(
     lip_linf = _sum_log(r.l1_inf for r in rows)
     lip_l2 = _sum_log(r.spectral for r in rows)
     log_gamma = math.log(gamma) if gamma > 0 else math.nan
+    undefined = {name: reason for name in _PATH_MEASURES} if obstacles else {}
+    if not gamma > 0:
+        why = _nonpositive_margin(gamma, margins, margin_percentile)
+        warnings.warn(f"{where}: {why}", UserWarning,
+                      stacklevel=3)  # the caller's line: 1 here, 2 the @constrained wrapper
+        undefined.update({name: "; ".join(filter(None, (undefined.get(name), why)))
+                          for name in _MARGIN_MEASURES})
     return CapacityResult(
         margin=gamma, margin_percentile=float(margin_percentile),
         l2=measures[0].capacity, l1_path=measures[1].capacity, l2_path=measures[2].capacity,
@@ -331,9 +361,19 @@ def capacity(
         log10_lipschitz_capacity_linf=n * (lip_linf - log_gamma) / math.log(10),
         log10_lipschitz_capacity_l2=n * (lip_l2 - log_gamma) / math.log(10),
         input_dim=n, depth=d, layers=rows, bias=bias,
-        undefined={name: reason for name in _PATH_MEASURES} if obstacles else {},
-        notes=_notes(graph, rows), mode=folded_mode(adapter),
+        undefined=undefined, notes=_notes(graph, rows), mode=folded_mode(adapter),
     )
+
+
+def _nonpositive_margin(gamma: float, margins: np.ndarray, percentile: float) -> str:
+    """Why the capacities over a margin gamma <= 0 are undefined, and the fix."""
+    wrong = float(np.mean(margins <= 0))
+    fix = "measure the trained network (the paper's setting)"
+    if wrong < 0.99:
+        fix += f", or pass margin_percentile above {100 * wrong:.3g}"
+    return (f"the margin at margin_percentile={percentile:g} is {gamma:.3g} <= 0: the network "
+            f"misclassifies {wrong:.0%} of the data (as an untrained network does), and a capacity over "
+            f"a margin that is not positive is undefined (NaN); {fix}")
 
 
 def _check_measurable(layers: Sequence[WeightLayer], obstacles: Sequence[tuple[GraphOp, str]],

@@ -1,6 +1,6 @@
 """Signal propagation at initialization: the nonlinearity coefficient and output bias (NLC
 paper), Jacobian norms and gradient comparators, per-layer correlations and skimming (shrinkage
-paper), kernel conditioning (deep-conditioning paper), the size of linearly approximable
+paper), kernel conditioning (Agarwal et al. 2021), the size of linearly approximable
 regions (NLC paper, appendix E)."""
 
 from nngauge.measures.propagation._correlations import (

@@ -1,4 +1,4 @@
-"""Empirical kernel conditioning per layer (deep-conditioning section 3, figure 1).
+"""Empirical kernel conditioning per layer (Agarwal et al. 2021, section 3, figure 1).
 
 For inputs x_1..x_n and a layer with outputs h(x) in R^{n_l}:
 
@@ -67,7 +67,7 @@ class KernelLayer:
 
 @dataclass(frozen=True)
 class KernelConditioning(MeasureResult):
-    """Empirical kernel conditioning per layer (deep-conditioning section 3, figure 1).
+    """Empirical kernel conditioning per layer (Agarwal et al. 2021, section 3, figure 1).
 
     Attributes:
         kind: "conjugate" or "ntk".
