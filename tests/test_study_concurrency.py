@@ -302,8 +302,11 @@ def test_the_heartbeat_keeps_a_unit_longer_than_its_lease_claimed(tmp_path):
 
 @pytest.mark.slow
 def test_two_concurrent_cli_runs_split_the_units(tmp_path):
-    spec = write_spec(tmp_path, TINY)
-    url = f"sqlite:///{tmp_path / 's.db'}"
+    run_two_and_assert_split(write_spec(tmp_path, TINY), f"sqlite:///{tmp_path / 's.db'}")
+
+
+def run_two_and_assert_split(spec: Path, url: str) -> None:
+    """Two ``study run`` processes on ``url`` at once: they split the units."""
     runs = [start_cli(spec, url, "--workers", "1") for _ in range(2)]
     try:
         outputs = [run.communicate(timeout=120) for run in runs]

@@ -26,8 +26,7 @@ from nngauge.errors import InvalidInputError
 from nngauge.studies import run_study
 from nngauge.studies._claims import clock_offset
 from nngauge.studies._db import open_db
-from test_study_concurrency import (TINY, assert_split, marking_runner, start_cli, stop_session,
-                                    write_spec)
+from test_study_concurrency import TINY, marking_runner, run_two_and_assert_split, write_spec
 from test_study_run import FAKE
 
 PORT = 5432  # names the socket file only: the server listens on no TCP port
@@ -93,14 +92,7 @@ def database(server, request):
 
 @pytest.mark.slow
 def test_two_concurrent_runs_on_postgresql_split_the_units(tmp_path, database):
-    spec = write_spec(tmp_path, TINY)
-    runs = [start_cli(spec, database, "--workers", "1") for _ in range(2)]
-    try:
-        outputs = [run.communicate(timeout=120) for run in runs]
-    finally:
-        for run in runs:
-            stop_session(run)
-    assert_split(runs, outputs, spec, database)
+    run_two_and_assert_split(write_spec(tmp_path, TINY), database)
 
 
 def test_a_read_only_postgresql_database_fails_before_any_unit_runs(tmp_path, database):
