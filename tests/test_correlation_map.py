@@ -93,6 +93,9 @@ def _settings():
         ("mlp-tanh-critical", correlation_map("tanh", sw_c, sb_c, arch="mlp"), "critical"),
         ("mlp-tanh-chaotic", correlation_map("tanh", 1.6, 0.3, arch="mlp"), "chaotic"),
         ("mlp-relu-critical", correlation_map("relu", sw_r, 0.0, arch="mlp"), "critical"),
+        # no bias: q* = 0 (sigma_w^2 < 2) or none (> 2), yet P is defined (C_q = q C_1)
+        ("mlp-relu-vanishing", correlation_map("relu", 1.0, 0.0, arch="mlp"), "ordered"),
+        ("mlp-relu-exploding", correlation_map("relu", 1.6, 0.0, arch="mlp"), "chaotic"),
         ("resnet-erf-chaotic", correlation_map("erf", 1.5, 0.0, arch="resnet"), "chaotic"),
     ]
     return out
@@ -127,6 +130,25 @@ def test_networks_with_explicit_weight_matrices_follow_iterate():
     empirical = monte_carlo([_spec(m) for m in maps], 4, sampler="weights")
     for cmap, emp in zip(maps, empirical):
         assert np.max(np.abs(emp - cmap.iterate(np.array(RHO0), DEPTH))) < 0.03
+
+
+@pytest.mark.parametrize("name, slope", [("relu", 0.5), ("leaky_relu(negative_slope=0.2)", 0.52)])
+@pytest.mark.parametrize("sigma_w", [0.8, 1.41, 1.5, 3.0])
+def test_homogeneous_mlp_without_bias_needs_no_fixed_point(name, slope, sigma_w):
+    # C_q(rho) = q C_1(rho) for a positively homogeneous phi, so without bias P is the layer's
+    # normalized kernel at every sigma_w and input variance, P'(1) = 1, and the variance and
+    # squared gradients scale by chi_1 = sigma_w^2 E[phi'(z)^2] per layer (Poole et al. 2016)
+    cmap = correlation_map(name, sigma_w, 0.0, arch="mlp")
+    same = correlation_map(name, 1.0, 0.0, arch="mlp", q0=7.0)
+    rho = np.linspace(-1.0, 1.0, 9)
+    np.testing.assert_allclose(cmap(rho), same(rho), atol=1e-12)
+    c1 = gaussian_covariance(name, rho, q1=1.0, q2=1.0)
+    np.testing.assert_allclose(cmap(rho), c1 / c1[-1], atol=1e-12)
+    assert float(cmap.derivative(1.0)) == pytest.approx(1.0, abs=1e-10)
+    assert cmap.slope_at_one == pytest.approx(sigma_w**2 * slope, rel=1e-10)
+    assert cmap.variance_ratio == pytest.approx(sigma_w**2 * c1[-1], rel=1e-10)
+    if name == "relu":  # the arc-cosine kernel of degree 1: P(0) = 1 / pi
+        assert float(cmap(0.0)) == pytest.approx(1 / np.pi, abs=1e-12)
 
 
 def test_length_fixed_point_brute_force():
@@ -234,7 +256,7 @@ def test_bad_input_says_expected_got_fix():
         lambda: correlation_map("relu", -1.0),
         lambda: correlation_map("relu", 1.0, np.nan),
         lambda: correlation_map("relu", 0.0, 0.0),
-        lambda: correlation_map("relu", 2.0, 0.0, arch="mlp"),  # length map diverges
+        lambda: correlation_map("relu", 2.0, 0.1, arch="mlp"),  # length map diverges
         lambda: correlation_map("step").derivative(0.5),
         lambda: correlation_map("tanh", 0.9, 0.0, arch="mlp")(0.5),  # q* = 0
     ]

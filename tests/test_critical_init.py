@@ -5,6 +5,7 @@ import pytest
 
 from nngauge.activations import get
 from nngauge.errors import InvalidInputError
+from nngauge.theory import profile
 from nngauge.theory._correlation import correlation_map
 from nngauge.theory._critical import critical_init
 from nngauge.theory._gaussian import gaussian_covariance
@@ -116,3 +117,26 @@ def test_no_solution_and_bad_input_say_expected_got_fix():
             case()
         message = str(info.value)
         assert "expected" in message and "got" in message and "Fix:" in message
+
+
+@pytest.mark.parametrize("act, sigma_w, sigma_b, arch", [
+    ("tanh", 1.0, 0.2, "layernorm"),
+    ("erf", 1.3, 0.0, "layernorm"),
+    ("tanh", 1.2, 0.3, "mlp"),
+    ("relu", 1.41, 0.0, "mlp"),  # just below He: ordered, no fixed point q*, P still defined
+    ("relu", 1.0, 0.4, "mlp"),
+    ("erf", 0.7, 0.0, "resnet"),
+])
+def test_the_profiles_critical_rows_are_critical_when_fed_back(act, sigma_w, sigma_b, arch):
+    # what `nngauge theory` prints as "critical sigma_w at sigma_b" / "critical sigma_b at
+    # sigma_w" is checked: the printed pair has phase "critical", else the row says why none
+    summary = profile(act, sigma_w, sigma_b, arch=arch)
+    pairs = [(summary.critical_sigma_w, lambda v: (v, sigma_b)),
+             (summary.critical_sigma_b, lambda v: (sigma_w, v))]
+    for critical, setting in pairs:
+        if critical.value is None:
+            assert critical.reason and "Fix:" not in critical.reason
+            assert critical.display().startswith("none: ")
+            continue
+        assert profile(act, *setting(critical.value), arch=arch).phase == "critical"
+    assert any(c.value is not None for c, _ in pairs)

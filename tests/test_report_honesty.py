@@ -143,6 +143,7 @@ SETTINGS = [  # activation, sigma_w, sigma_b, norm
     ("erf", 1.5, 0.3, None),  # chaotic
     ("relu", 1.0, 0.0, "layer"),  # critical
     ("erf", 1.0, None, None),  # critical (solved below)
+    ("relu", 1.41, 0.0, None),  # just below He init: ordered (no q*, but P is defined)
 ]
 
 

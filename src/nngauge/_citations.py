@@ -19,6 +19,9 @@ PAPERS: dict[str, tuple[str, str]] = {
     "conditioning": ("Agarwal et al. (ALT 2021)",
                      'Agarwal, Awasthi & Kale, "A Deep Conditioning Treatment of Neural '
                      'Networks", ALT 2021'),
+    "poole": ("Poole et al. (NIPS 2016)",
+              'Poole, Lahiri, Raghu, Sohl-Dickstein & Ganguli, "Exponential Expressivity in '
+              'Deep Neural Networks through Transient Chaos", NIPS 2016, arXiv:1606.05340'),
     "montufar": ("Montufar et al. (NeurIPS 2014)",
                  'Montufar, Pascanu, Cho & Bengio, "On the Number of Linear Regions of Deep '
                  'Neural Networks", NeurIPS 2014'),

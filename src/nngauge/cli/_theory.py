@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from nngauge.theory._profile import PAPER_CONDITIONING, PAPER_NLC, PAPER_SHRINKAGE
+from nngauge.theory._profile import PAPER_CONDITIONING, PAPER_NLC, PAPER_POOLE, PAPER_SHRINKAGE
 
 THEORY_EXAMPLES = (
     "nngauge theory relu",
@@ -80,7 +80,8 @@ def _print_table(summary) -> None:
 
 _PAPERS = {PAPER_SHRINKAGE: ("shrinkage", "Shrinkage paper"),
            PAPER_NLC: ("nlc", "Philipp & Carbonell"),
-           PAPER_CONDITIONING: ("conditioning", "Agarwal et al.")}
+           PAPER_CONDITIONING: ("conditioning", "Agarwal et al."),
+           PAPER_POOLE: ("poole", "Poole et al.")}
 """A profile row's paper (its source's first word) -> (key in nngauge._citations, short name)."""
 
 

@@ -19,7 +19,12 @@ with P'(rho) = (s + sigma_w^2 q E[phi'(u) phi'(v)]) / (s + sigma_b^2 + sigma_w^2
 - ``"mlp"``: s = 0, q = q*. The unnormalized MLP of Poole et al. (2016) and Schoenholz et al.
   (2017), h_next = W phi(h) / sqrt(N) + b, at the fixed point q* of the length map
   q -> sigma_w^2 E[phi(sqrt(q) z)^2] + sigma_b^2 (so the denominator equals q*, and the slope
-  at one is chi_1 = sigma_w^2 E[phi'(sqrt(q*) z)^2]).
+  at one is chi_1 = sigma_w^2 E[phi'(sqrt(q*) z)^2]). A positively homogeneous activation
+  (relu, leaky relu, identity) without bias is the exception: C_q = q C_1, so P is the same at
+  every variance and needs no fixed point; q is then the input variance q0, the variance is
+  multiplied by sigma_w^2 C_1(1) per layer (:attr:`CorrelationMap.variance_ratio`), P'(1) = 1,
+  and chi_1 = sigma_w^2 E[phi'(z)^2] (which sets the growth of gradients, and is 1 only at the
+  He initialization sigma_w^2 = 1 / C_1(1), e.g. 2 for relu) is the slope reported.
 
 One map is one layer; a depth-L network with the same layer throughout is P^L
 (:meth:`CorrelationMap.iterate`). The paper's first layer is linear (phi_1 = identity): build
@@ -93,9 +98,22 @@ class CorrelationMap:
 
     @property
     def _denominator(self) -> float:
-        if self.arch == "mlp":
-            return self.q
+        """The next layer's variance; q itself at the fixed point of an ``"mlp"``."""
         return self._skip + self.sigma_b**2 + self.sigma_w**2 * float(self._covariance(1.0))
+
+    @property
+    def variance_ratio(self) -> float:
+        """q_next / q: how the pre-activation variance changes per layer.
+
+        1 for the normalized architectures and at an ``"mlp"``'s fixed point q*; sigma_w^2
+        C_1(1) for a positively homogeneous activation without bias (e.g. sigma_w^2 / 2 for
+        relu: below 1 the signal vanishes with depth, above 1 it explodes); 0 at q* = 0.
+        """
+        if self.arch != "mlp":
+            return 1.0
+        if self.q == 0.0:
+            return 0.0
+        return self._denominator / self.q
 
     def _covariance(self, rho) -> np.ndarray:
         return gaussian_covariance(self.activation, rho, q1=self.q, q2=self.q, method=self.method,
@@ -135,9 +153,11 @@ class CorrelationMap:
     def slope_at_one(self) -> float:
         """P'(1): the growth factor of 1 - rho near rho = 1 (inf for activations with jumps).
 
-        For ``"mlp"`` this is chi_1 of Schoenholz et al. (2017); for ``"layernorm"`` the
-        shrinkage paper's P'(1) (section 2.2). At q* = 0 (``"mlp"``) it is the limit
-        sigma_w^2 phi'(0)^2.
+        For ``"mlp"`` this is chi_1 of Schoenholz et al. (2017), which equals P'(1) at the
+        fixed point q*; for ``"layernorm"`` the shrinkage paper's P'(1) (section 2.2). At
+        q* = 0 (``"mlp"``) it is the limit sigma_w^2 phi'(0)^2. For a positively homogeneous
+        activation without bias (``"mlp"``) P'(1) = 1 at every sigma_w, and chi_1 (the factor
+        by which squared gradient norms grow per layer) is the slope reported.
         """
         if _has_jumps(self.activation):
             return float("inf")
@@ -276,7 +296,9 @@ def correlation_map(
     act = resolve(act)
     sigma_w, sigma_b = float(sigma_w), float(sigma_b)
     q = 1.0
-    if arch == "mlp":
+    if arch == "mlp" and sigma_b == 0.0 and _positively_homogeneous(act):
+        q = float(q0)  # C_q = q C_1: P is the same at every variance (module docstring)
+    elif arch == "mlp":
         q = length_fixed_point(act, sigma_w, sigma_b, q0=float(q0), method=method,
                                quadrature=quadrature)
     cmap = CorrelationMap(act, sigma_w, sigma_b, arch, q, method, quadrature)
@@ -306,8 +328,7 @@ def length_fixed_point(
 
     Raises:
         DivergentLengthMap: (an InvalidInputError) the length map diverges (F > 0 up to
-            q = 1e12, e.g. relu with
-            sigma_w^2 > 2).
+            q = 1e12, e.g. relu with sigma_w^2 > 2 and sigma_b > 0).
 
     Example:
         >>> from nngauge.theory._correlation import length_fixed_point
@@ -340,6 +361,18 @@ def length_fixed_point(
         return float(brentq(gap, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
     except ValueError as exc:  # pragma: no cover - the bracket has a sign change by construction
         raise ConvergenceError(f"length map root not bracketed on [{lo}, {hi}]") from exc
+
+
+_HOMOGENEITY_PROBES = np.array([-2.1, -0.7, -0.3, 0.4, 1.3])
+
+
+def _positively_homogeneous(act: Activation) -> bool:
+    """phi(a x) = a phi(x) for a > 0: piecewise linear with its only kink at 0 and phi(0) = 0
+    (relu, leaky relu, identity, abs), checked on probe points."""
+    if not act.piecewise_linear or any(b != 0.0 for b in act.breakpoints):
+        return False
+    x = _HOMOGENEITY_PROBES
+    return bool(np.allclose(act(3.0 * x), 3.0 * act(x), rtol=1e-12, atol=1e-12))
 
 
 def _has_jumps(act: Activation) -> bool:

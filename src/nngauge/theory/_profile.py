@@ -33,6 +33,7 @@ from nngauge.theory._validate import ACTIVATION, STD
 PAPER_SHRINKAGE = "shrinkage"
 PAPER_NLC = "NLC"
 PAPER_CONDITIONING = "conditioning"
+PAPER_POOLE = "Poole"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class CriticalValue:
     reason: str = ""
 
     def display(self) -> float | str:
-        return self.value if self.value is not None else f"none ({self.reason})"
+        return self.value if self.value is not None else f"none: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class ActivationProfile:
         slope_at_one: chi = P'(1); < 1 ordered, = 1 critical, > 1 chaotic.
         phase: "ordered", "critical" or "chaotic".
         fixed_point: the stable fixed point rho* the iteration converges to.
+        variance_ratio: q_next / q, the per-layer change of the pre-activation variance (1 at
+            the fixed point q* and for normalized architectures; sigma_w^2 / 2 for relu
+            without bias, whose correlation map needs no fixed point).
         nlc: NLC_tau(1) = sqrt(E[tau'(s)^2] / Var tau(s)), s ~ N(0, 1) (NLC paper eq. 5).
         linear_approximation_error: NLC paper E.4 / Table 1 row E.
         mu: coefficient of non-linearity of the normalized activation (Agarwal et al. 2021, 3.1).
@@ -73,6 +77,7 @@ class ActivationProfile:
     slope_at_one: float
     phase: str
     fixed_point: float
+    variance_ratio: float
     nlc: float
     linear_approximation_error: float
     mu: float
@@ -82,19 +87,30 @@ class ActivationProfile:
 
     def rows(self) -> list[tuple[str, float | str, str]]:
         """(quantity, value, source) rows, in the order ``nngauge theory`` prints them."""
+        if self.arch == "mlp":  # Poole et al.'s unnormalized network: chi_1 and the length map
+            slope = ("slope at one chi_1 = sigma_w^2 E[phi'(u)^2]", self.slope_at_one,
+                     f"{PAPER_POOLE} section 3")
+            variance = [("variance ratio per layer q_next / q", self.variance_ratio,
+                         f"{PAPER_POOLE} section 2")]
+            critical_source = f"{PAPER_POOLE} section 3"
+        else:
+            slope = ("slope at one P'(1)", self.slope_at_one, f"{PAPER_SHRINKAGE} eq. 2.3")
+            variance = []
+            critical_source = f"{PAPER_SHRINKAGE} appendix B"
         return [
-            ("slope at one P'(1)", self.slope_at_one, f"{PAPER_SHRINKAGE} eq. 2.3"),
+            slope,
             ("phase", self.phase, f"{PAPER_SHRINKAGE} section 3"),
             ("stable fixed point rho*", self.fixed_point, f"{PAPER_SHRINKAGE} section 3"),
+            *variance,
             ("NLC_tau(1)", self.nlc, f"{PAPER_NLC} section 5, Table 1 row A"),
             ("linear approximation error", self.linear_approximation_error,
              f"{PAPER_NLC} E.4, Table 1 row E"),
             ("mu (coefficient of non-linearity)", self.mu, f"{PAPER_CONDITIONING} Def. 3.1"),
             ("linearization error", self.linearization_error, f"{PAPER_SHRINKAGE} section 2"),
             (f"critical sigma_w at sigma_b={self.sigma_b:g}", self.critical_sigma_w.display(),
-             f"{PAPER_SHRINKAGE} appendix B"),
+             critical_source),
             (f"critical sigma_b at sigma_w={self.sigma_w:g}", self.critical_sigma_b.display(),
-             f"{PAPER_SHRINKAGE} appendix B"),
+             critical_source),
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,6 +123,7 @@ class ActivationProfile:
             "slope_at_one": self.slope_at_one,
             "phase": self.phase,
             "fixed_point": self.fixed_point,
+            "variance_ratio": self.variance_ratio,
             "nlc": self.nlc,
             "linear_approximation_error": self.linear_approximation_error,
             "mu": self.mu,
@@ -152,6 +169,7 @@ def profile(act, sigma_w: float = 1.0, sigma_b: float = 0.0, *,
         slope_at_one=float(cmap.slope_at_one),
         phase=cmap.phase,
         fixed_point=float(cmap.fixed_point()),
+        variance_ratio=float(cmap.variance_ratio),
         nlc=float(nlc_activation(activation, 1.0)),
         linear_approximation_error=float(linear_approximation_error(activation)),
         mu=float(coefficient_of_nonlinearity(activation)),
@@ -165,6 +183,6 @@ def _critical(activation, arch: str, **given: float) -> CriticalValue:
     """Solve critical_init for the missing sigma; no solution is an answer, not a crash."""
     try:
         sigma_w, sigma_b = critical_init(activation, arch=arch, **given)
-    except NNGaugeError as error:
-        return CriticalValue(None, str(error).split(". Fix:")[0])
+    except NNGaugeError as error:  # "... expected X; got WHY. Fix: ..." -> WHY
+        return CriticalValue(None, str(error).split(". Fix:")[0].split("; got ", 1)[-1])
     return CriticalValue(float(sigma_b if "sigma_w" in given else sigma_w))
