@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV ?= $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
+# test processes: one per core, at most 4 (each holds torch and the suite's fixtures in memory)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: demo test torch install install-test browser bench clean
 
@@ -39,8 +41,8 @@ demo: install
 	$(VENV)/bin/nngauge report mlp:depth=10,width=100,activation=relu,norm=batch --data waveform --out nngauge-report.html
 
 test: install-test
-	@echo "==> running the test suite (about 12 minutes on 2 cores)"
-	$(PY) -m pytest -q
+	@echo "==> running the test suite in $(TEST_WORKERS) processes (about 8 minutes on 2 cores)"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 bench: install-test
 	$(PY) benchmarks/bench_kernels.py

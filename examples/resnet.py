@@ -11,8 +11,9 @@ runs without torchvision. Replace ``build()`` by your own network to measure it 
 What it shows: the report on a 60-layer network (measured at its blocks, sections scaled to
 a time budget); batchnorm's mode stated explicitly (batch statistics for the NLC, as at
 initialization in the NLC paper; statistics frozen on the data for per-point measures); exact
-linear pieces through max pooling and residual additions; and the norm-based capacities that
-max pooling leaves defined (l2, spectral) beside those it does not (path norms).
+linear pieces through max pooling and residual additions; and the norms behind the
+norm-based capacities that max pooling leaves defined (l2, spectral) beside those it does not
+(path norms).
 """
 
 from __future__ import annotations
@@ -53,10 +54,13 @@ def main(argv=None) -> None:
     pieces = nngauge.transitions(model, x[0], x[1], norm_mode="frozen", norm_data=x)
     print(f"exact linear pieces between two images: {pieces.n_pieces} "
           f"({len(pieces.layers)} ReLU and max-pooling sites, batchnorm {pieces.mode.norm_mode})")
+    # an untrained network misclassifies most points: its margin is negative, and a capacity
+    # over margin is undefined (capacity() warns); the norms it divides stay defined
     capacity = nngauge.capacity(model, x, y)
-    reason = next(iter(capacity.undefined.values()), "")
-    print(f"capacity over margin: l2 {capacity.l2:.3g}, spectral {capacity.spectral:.3g}; "
-          f"l1-path {capacity.l1_path} ({reason[:80]})")
+    print(f"norms behind the capacities (Neyshabur et al. 2017): Lipschitz bound "
+          f"prod ||W_i||_2 = {capacity.lipschitz_l2:.3g} over {capacity.depth} layers; "
+          f"margin {capacity.margin:.3g} (capacity over margin defined once trained); path "
+          f"norms undefined: {capacity.undefined.get('l1_path', 'no')[:60]}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import re
 
 import numpy as np
 import pytest
@@ -225,7 +226,13 @@ def _cases():
     for qualified, function in sorted(CHECKED.items()):
         for name, constraint in declared(function).items():
             for bad in constraint.violations():
-                yield pytest.param(qualified, name, bad, id=f"{qualified[8:]}-{name}-{bad!r}"[:90])
+                yield pytest.param(qualified, name, bad,
+                                   id=f"{qualified[8:]}-{name}-{_stable_repr(bad)}"[:90])
+
+
+def _stable_repr(value) -> str:
+    """repr without memory addresses, so test ids are the same in every process."""
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
 
 
 @pytest.mark.parametrize("qualified, name, bad", list(_cases()))

@@ -95,11 +95,17 @@ def test_the_console_script_gives_the_same_status():
     assert ok.returncode == 0 and ok.stdout.startswith("nngauge ")
 
 
-def test_a_report_that_cannot_be_written_exits_1(tmp_path):
+@pytest.mark.parametrize("option", ["--out", "--json"])
+def test_a_report_that_could_not_be_written_is_refused_before_measuring(option, tmp_path):
+    """A missing folder is found before minutes of measuring, not when writing at the end (a
+    write that fails anyway exits 1: test_commands_exit_with_their_status, "os-error")."""
+    target = tmp_path / "no" / "such" / "folder" / "r.html"
     out = run_cli("report", "mlp:depth=2,width=4", "--data", "gaussian:d=3,n=20", "--quick",
-                  "--out", str(tmp_path / "no" / "such" / "folder" / "r.html"))
-    assert out.returncode == 1
-    assert "No such file or directory" in one_error_line(out.stderr)
+                  option, str(target), cwd=tmp_path)
+    assert out.returncode == 2
+    line = one_error_line(out.stderr)
+    assert f"{option} {target}" in line and "does not exist" in line and "mkdir -p" in line
+    assert not (tmp_path / "report.html").exists()  # --out's default is not written either
 
 
 COMMANDS = textwrap.dedent("""
@@ -126,13 +132,16 @@ COMMANDS = textwrap.dedent("""
     def abort():
         raise typer.Abort()
 
+    def os_error():
+        raise OSError(2, "No such file or directory", "/gone/r.html")
+
     def returns_none():
         return None
 
     def returns_text():
         return "done"  # not a status
 
-    for function in (exit_3, exit_0, system_exit_4, invalid_input, ctrl_c, abort,
+    for function in (exit_3, exit_0, system_exit_4, invalid_input, ctrl_c, abort, os_error,
                      returns_none, returns_text):
         app.command(function.__name__.replace("_", "-"))(function)
     main()
@@ -147,6 +156,7 @@ COMMANDS = textwrap.dedent("""
                          "good one."),
     ("ctrl-c", 130, ""),
     ("abort", 1, "aborted"),
+    ("os-error", 1, "error: No such file or directory: /gone/r.html"),
     ("returns-none", 0, ""),
     ("returns-text", 0, ""),
 ])

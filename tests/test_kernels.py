@@ -111,6 +111,9 @@ SIGMA_W, SIGMA_B = 1.5, 0.3
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ACTS))
 def test_nngp_matches_wide_network(name):
+    """The infinite-width NNGP kernels K_1..K_3 (relu, erf closed forms; tanh by quadrature)
+    equal the empirical H H^T / width of pre-activations of depth-3 networks of width 4096,
+    averaged over 2 seeds, to 5% relative Frobenius error."""
     act, X = ACTS[name], inputs()
     theory = nngp(X, act, 3, sigma_w=SIGMA_W, sigma_b=SIGMA_B).kernels
     mc = empirical_nngp(X, act, 3, 4096, SIGMA_W, SIGMA_B, seeds=range(2))
@@ -121,6 +124,9 @@ def test_nngp_matches_wide_network(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ACTS))
 def test_ntk_matches_wide_network(name):
+    """The infinite-width NTK Theta_1..Theta_3 in NTK parameterization (relu, erf, tanh by
+    quadrature) equals the empirical J J^T, J from torch.func.jacrev over every parameter of
+    networks of width 2048, averaged over 3 seeds, to 5% relative Frobenius error."""
     act, X = ACTS[name], inputs()
     theory = ntk(X, act, 3, sigma_w=SIGMA_W, sigma_b=SIGMA_B).kernels
     mc = empirical_ntk(X, act, 3, 2048, SIGMA_W, SIGMA_B, "ntk", seeds=range(3))
@@ -130,6 +136,9 @@ def test_ntk_matches_wide_network(name):
 
 @pytest.mark.slow
 def test_standard_parameterization_ntk_matches_wide_network():
+    """The finite-width-scaled NTK in standard parameterization (relu, depth 2, width 2048)
+    equals the empirical parameter-Jacobian Gram J J^T of such networks, averaged over 4 seeds,
+    to 5% relative Frobenius error."""
     act, X, width = get("relu"), inputs(), 2048
     theory = ntk(X, act, 2, sigma_w=1.2, sigma_b=0.5, parameterization="standard",
                  width=width).kernels

@@ -58,6 +58,9 @@ def _train(tmp_path, callbacks, depth=2):
 
 @pytest.mark.slow
 def test_two_epoch_trainer_records_the_measures(tmp_path):
+    """GaugeCallback(every=2) in a two-epoch lightning.Trainer records steps 0, 2, 4, 6 with nlc,
+    weight_norm and grad_norm, and each recorded NLC equals nngauge.nlc recomputed on the weights
+    and batch that step saw, with the same seeded probe."""
     import lightning
     from nngauge.integrations.lightning import GaugeCallback
 
@@ -83,6 +86,9 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
 
 @pytest.mark.slow
 def test_lightning_callback_measures_at_epoch_ends(tmp_path):
+    """With schedule="epoch", GaugeCallback measures at the last step of each epoch (3, 7); the
+    kept weight snapshots give back each row's weight norm (the norm of all parameters) and
+    transitions' pattern count between the two probe inputs."""
     from nngauge.integrations.lightning import GaugeCallback
 
     data = waveform_noise(80, seed=0)

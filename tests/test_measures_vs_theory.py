@@ -45,17 +45,19 @@ def test_two_layer_batchnorm_network_has_the_activations_nlc(activation):
                                                            ("erf", 2.0, 0.1)])
 def test_layernorm_mlp_correlations_follow_the_correlation_map(activation, sigma_w, sigma_b):
     """Shrinkage paper eq. 2.3: after the first layer, the correlation of a pair follows P
-    iterated over the LayerNorm layers. One network of width N = 2048 drifts from the map by a
-    random walk of O(N^-1/2) steps (about 0.05 over 10 layers), so the measured correlations
-    of 16 networks are averaged (as tests/test_correlation_map.py does for the theory alone)."""
+    iterated over the LayerNorm layers. One network of width N drifts from the map by a
+    random walk of O(N^-1/2) steps, so the measured correlations of K networks are averaged (as
+    tests/test_correlation_map.py does for the theory alone): the error is O((N K)^-1/2), and
+    N = 512, K = 64 matches N = 2048, K = 16 at a quarter of the cost (measured worst
+    deviations 0.010-0.024 over three seeds per setting, 0.025 for the latter)."""
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(4, 64, generator=gen, dtype=torch.float64)
     names = [f"layers.{i}.norm" for i in range(6)]
     pairs = np.triu_indices(len(x), 1)
     cmap = correlation_map(activation, sigma_w, sigma_b, arch="layernorm")
     measured, predicted = [], []
-    for seed in range(16):
-        net = mlp(64, 2048, 7, 8, activation=activation, norm="layer", init="gaussian",
+    for seed in range(64):
+        net = mlp(64, 512, 7, 8, activation=activation, norm="layer", init="gaussian",
                   sigma_w=sigma_w, bias_std=sigma_b, generator=torch.Generator().manual_seed(seed))
         out = _outputs(net, names, x.float())
         rhos = np.array([cosine_matrix(out[name]).numpy()[pairs] for name in names])
@@ -71,6 +73,9 @@ def test_layernorm_mlp_correlations_follow_the_correlation_map(activation, sigma
 
 @pytest.mark.slow
 def test_conjugate_kernel_of_a_wide_mlp_matches_the_nngp():
+    """kernel_conditioning on erf MLPs of width 4096: at every layer the conjugate kernel,
+    averaged over two networks, is within 5% relative Frobenius error of the reported
+    infinite-width kernel, and the last layer's theory kernel is nngp()'s K_3 itself."""
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(12, 8, generator=gen, dtype=torch.float64) * 1.3
     results = [kernel_conditioning(mlp(8, 4096, 4, 4096, activation="erf", init="gaussian",

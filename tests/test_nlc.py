@@ -104,6 +104,9 @@ def test_output_bias_and_the_high_bias_flag():
 
 @pytest.mark.slow
 def test_batchnorm_relu_nlc_grows_geometrically_with_depth():
+    """NLC paper section 5 and Table 2: the NLC of batchnorm-ReLU MLPs (width 200) at depths 3,
+    6, 9, 12 grows by a factor above 1.15 per 3 layers, and a steady one (the largest ratio
+    within 1.5x of the smallest): geometric growth with depth."""
     data = torch.randn(1000, 20, generator=gen(6))
     values = []
     for depth in (3, 6, 9, 12):

@@ -275,6 +275,10 @@ def mlp_of(act, seed, width=16, gain=2.0):
 ], ids=["maxpool-cnn", "maxpool1d-adaptive", "residual-mlp", "prelu-conv", "leaky-relu",
         "relu6", "hardtanh"])
 def test_exact_pieces_equal_a_million_point_dense_scan(build, shape, seed):
+    """On max pooling (2d, 1d ceil-mode, adaptive), a residual MLP, PReLU, LeakyReLU, ReLU6 and
+    Hardtanh networks, every exact piece holds a point of a 10^6-point dense scan whose codes
+    (read off the model's own operations) equal the piece's, so exact transitions() equal the
+    dense counts (more than 10), and the output is each piece's affine map to 1e-9."""
     model = build()
     x0, x1 = endpoints(shape, seed)
     result, exact = assert_matches_dense(model, x0, x1)
@@ -309,13 +313,16 @@ def resnet(name, seed=0):
 @pytest.mark.slow
 def test_zoo_resnet_matches_dense_scan():
     """Exact transitions of a ResNet (stem max pooling, residual blocks) equal a dense scan of
-    20,000 points. The timm layout is the same function with the same transitions (next
-    test), so one layout is scanned."""
+    10,000 points on a tenth of the segment between two inputs (about 370 pieces, so 27
+    points a piece on average; the whole segment's 5,600 pieces would need 20 times the scan
+    for the same density). The timm layout is the same function with the same transitions
+    (next test), so one layout is scanned."""
     name = "resnet_small_timm"
     model = resnet(name)
     x0, x1 = sample_inputs(name, 2, seed=1).double().unbind(0)
-    result, exact = assert_matches_dense(model, x0, x1, n=20_000, wide=False)
-    assert result.n_pieces > 1000 and result.layers[1].kind == "maxpool"
+    x1 = torch.lerp(x0, x1, 0.1)
+    result, exact = assert_matches_dense(model, x0, x1, n=10_000, wide=False)
+    assert result.n_pieces > 300 and result.layers[1].kind == "maxpool"
     assert_output_is_piecewise_affine(model, x0, x1, exact)
 
 

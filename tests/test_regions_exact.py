@@ -209,6 +209,10 @@ def assert_partition(res):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(NETWORKS))
 def test_exact_regions_equal_a_million_point_dense_grid(name):
+    """Exact linear regions on a plane (ReLU and Hardtanh MLPs, a max-pooling conv, a residual
+    MLP) equal a dense scan of a 1001 x 1001 grid: every grid point lies in its pattern's
+    polygon, and the exact count is the dense count (over 100) plus regions too narrow for the
+    grid; the affine maps reproduce the output, and the polygons tile the box (Euler's formula)."""
     build, shape, scale = NETWORKS[name]
     model = build()
     res = regions(model, points_of(shape, len(name), scale))
@@ -343,6 +347,9 @@ def test_one_output_boundary_is_its_zero_set():
 
 @pytest.mark.slow
 def test_torchvision_and_timm_resnets_give_the_same_partition():
+    """One ReLU module called twice per block (torchvision) or two modules (timm): the same
+    function, so the same regions (over 20) on a plane of inputs, with the same per-depth
+    counts, vertices and patterns, the sites named per layout, and a valid partition."""
     tv, timm = resnet("resnet_small"), resnet("resnet_small_timm")
     from nngauge.zoo import sample_inputs
 

@@ -62,6 +62,9 @@ def test_error_detection_catches_a_broken_page(tmp_path):
 
 @pytest.mark.slow
 def test_page_loads_without_console_errors_with_panel_and_plots(page):
+    """Headless Chromium loads the saved report with no console errors; its DOM holds the
+    verdict panel with all 6 verdicts, one inline PNG per figure (at least 5), the NLC,
+    correlations, Jacobian, kernels and theory sections, and the model name escaped."""
     report, path = page
     result = _run(path, "--dump-dom")
     assert result.returncode == 0, result.stderr
@@ -79,6 +82,8 @@ def test_page_loads_without_console_errors_with_panel_and_plots(page):
 
 @pytest.mark.slow
 def test_screenshot_is_not_blank(page, tmp_path):
+    """A headless Chromium screenshot of the report (1280 x 2000, no console errors) is not
+    blank: its pixels vary (standard deviation above 0.05)."""
     import matplotlib.image
 
     _, path = page

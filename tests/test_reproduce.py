@@ -124,6 +124,8 @@ def test_bad_scale_and_file_as_out_dir(tmp_path):
 
 @pytest.mark.slow
 def test_table1_writes_csv_and_png(table1):
+    """nlc-table1 writes a CSV of 40 rows (8 activations x rows A-E, in the paper's order) with
+    the columns activation, row, quantity, ours, paper, and a non-blank PNG."""
     rows = check_files(table1, ("activation", "row", "quantity", "ours", "paper"), 8 * 5)
     assert [r["activation"] for r in rows[::5]] == list(TABLE1_ACTIVATIONS)
     assert [r["row"] for r in rows[:5]] == list("ABCDE")
@@ -131,6 +133,9 @@ def test_table1_writes_csv_and_png(table1):
 
 @pytest.mark.slow
 def test_table1_rows_a_and_e_equal_the_papers_table(table1):
+    """Rows A (NLC_tau(1)) and E (linear approximation error) equal Philipp & Carbonell, NLC
+    paper, Table 1 as printed for all 8 activations, to half a unit in the last printed digit
+    (sigmoid's row E: one unit)."""
     value = {(r[0], r[1]): r[3] for r in table1.computed.rows}
     for act, a, e in zip(TABLE1_ACTIVATIONS, TABLE1_A, TABLE1_E):
         assert abs(value[act, "A"] - float(a)) <= tolerance(act, "A", a), act
@@ -151,6 +156,9 @@ def test_sigmoid_row_e_is_exact(table1):
 
 @pytest.mark.slow
 def test_table1_measured_rows_follow_the_papers_claims(table1):
+    """NLC paper, section 5 and Table 1: the measured 2-layer batchnorm NLC (row B) is within 5%
+    of NLC_tau(1) (row A), row C is A^48, and the 49-layer NLC (row D) is within a factor 2 of C
+    for 6 of 8 activations and over 10 times C for square and odd_square."""
     value = {(r[0], r[1]): r[3] for r in table1.computed.rows}
     for act in TABLE1_ACTIVATIONS:
         # section 5: the 2-layer batchnorm network's NLC closely matches NLC_tau(1) (row B ~ A)
@@ -165,6 +173,9 @@ def test_table1_measured_rows_follow_the_papers_claims(table1):
 
 @pytest.mark.slow
 def test_table1_through_the_cli_prints_rows_a_and_e_as_the_paper(tmp_path):
+    """CLI contract: `nngauge reproduce nlc-table1` exits 0, writes the CSV and PNG, and prints
+    rows A and E with the paper's printed values beside ours (equal within the printed
+    rounding) and the differences from the paper (CIFAR10)."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "nlc-table1", "--out", str(tmp_path),
          "--seed", "1"], capture_output=True, text=True, timeout=300,
@@ -228,6 +239,10 @@ def test_table2_is_deterministic_under_the_seed(tmp_path):
 
 @pytest.mark.slow
 def test_shrinkage_figure2_files_bound_and_theory(shrinkage):
+    """Shrinkage paper, figure 2: every row's bound equals eq. 4.1 and holds (Theorem 1) for the
+    infinite-width theory and, with the measured Jacobian norm, for the searched finite network;
+    bound, theory and search all show more shrinkage with depth and with nonlinearity 1 - a, and
+    shallow networks follow the infinite-width map to 0.08."""
     columns = ("panel", "depth", "negative_slope", "empirical", "theory", "empirical_min",
                "theory_min", "searched", "bound", "jacobian_op_sq", "bound_measured")
     rows = check_files(shrinkage, columns, 10)
@@ -321,6 +336,10 @@ def test_the_four_are_registered_with_both_scales():
 
 @pytest.mark.slow
 def test_figure2_rows_flags_and_correlations(figure2):
+    """nlc-figure2 (NLC paper, figure 2) writes 6 sampled architectures with NLC > 0, output
+    bias >= 1 and the high-bias (> 1000) and skip flags as defined; its Spearman and Kendall
+    correlations equal scipy's on the CSV, and the best network's NLC is set beside the paper's
+    lower end NLC ~ 1."""
     columns = ("arch_index", "architecture", "nlc", "output_bias", "high_bias", "skip",
                "best_lr", "best_val_error", "test_error")
     rows = check_files(figure2, columns, 6)
@@ -348,6 +367,10 @@ def test_figure2_rows_flags_and_correlations(figure2):
 
 @pytest.mark.slow
 def test_random_labels_need_more_capacity(random_labels_result):
+    """Neyshabur et al. (NIPS 2017), figure 1: with every network fitted (zero training error),
+    the l2, l1-path, l2-path and spectral capacities are higher for random than for true labels
+    at every training-set size, the gap grows with the size, and only true labels generalize
+    (test error < 0.35 vs > 0.75)."""
     columns = ("labels", "n_train", "measure", "log10_capacity_plain", "log10_capacity",
                "margin", "train_error", "train_loss", "epochs", "test_error")
     check_files(random_labels_result, columns, 3 * 2 * 4)
@@ -375,6 +398,10 @@ def test_random_labels_need_more_capacity(random_labels_result):
 
 @pytest.mark.slow
 def test_trajectory_length_grows_between_theorem_3_bounds(trajectory):
+    """Raghu et al. (ICML 2017), Theorem 3 and figures 12-13: the trajectory length after every
+    layer lies between Theorem 3's lower bound and appendix B's upper bound, grows exponentially
+    with depth for large sigma_w (hard tanh, ReLU), and its growth rate rises with sigma_w and
+    with the width; layer 0 is the quarter circle's length pi sqrt(k) / 2."""
     columns = ("activation", "width", "sigma_w2", "layer", "length", "ratio", "lower_bound",
                "upper_bound", "asymptotic", "converged")
     hidden = trajectory.computed.extra["hidden"]
@@ -410,6 +437,9 @@ def test_trajectory_length_grows_between_theorem_3_bounds(trajectory):
 
 @pytest.mark.slow
 def test_transitions_increase_linearly_with_length(transitions_result):
+    """Raghu et al. (ICML 2017), section 2.2 and figure 5: in random hard-tanh networks the
+    exact transitions of each layer rise with the length of the trajectory entering it
+    (Spearman >= 0.9) and follow a linear law, a log-log slope between 0.8 and 1.2."""
     columns = ("width", "sigma_w2", "layer", "length_in", "transitions",
                "transitions_per_length", "length_converged")
     check_files(transitions_result, columns, 4 * 5)
@@ -433,6 +463,9 @@ def test_transitions_increase_linearly_with_length(transitions_result):
 
 @pytest.mark.slow
 def test_transitions_through_the_cli_match_the_api(transitions_result, tmp_path):
+    """CLI contract: `nngauge reproduce raghu-transitions --seed 0` exits 0, prints the
+    differences from the paper and the log-log slope, writes the PNG, and its CSV equals, byte
+    for byte, the one written in-process under the same seed."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "raghu-transitions", "--out",
          str(tmp_path), "--seed", "0"], capture_output=True, text=True, timeout=300,

@@ -96,6 +96,10 @@ def test_figure1_is_deterministic_under_the_seed(figure1, tmp_path):
 
 @pytest.mark.slow
 def test_measured_regions_respect_the_bounds(versus_bounds):
+    """regions-vs-bounds: at initialization and after training, the exact regions near the data
+    <= those of the wide square <= Serra et al. (ICML 2018)'s upper bound, which is Zaslavsky's
+    1 + n + C(n, 2) for one hidden layer and >= Montufar et al.'s lower bound; the deepest,
+    widest random networks have under 1% of Montufar's count (Hanin & Rolnick's point)."""
     rows = table(versus_bounds)
     assert {r["state"] for r in rows} == {"init", "trained"}
     for r in rows:
@@ -113,6 +117,10 @@ def test_measured_regions_respect_the_bounds(versus_bounds):
 
 @pytest.mark.slow
 def test_line_density_follows_hanin_rolnick(versus_bounds):
+    """Hanin & Rolnick (ICML 2019), Theorem 1: at initialization the boundaries crossed per unit
+    length on lines average at most the expectation bound (and above 5% of it), are about
+    linear in the number of neurons whatever the depth (per-neuron means within 2.5x), and grow
+    over 4x from the fewest to the most neurons."""
     rows = [r for r in table(versus_bounds) if r["state"] == "init"]
     ratio = [r["crossings_per_length"] / r["hr_crossings_bound"] for r in rows]
     assert np.mean(ratio) <= 1.0  # a bound on the expectation at initialization
@@ -128,6 +136,8 @@ def test_line_density_follows_hanin_rolnick(versus_bounds):
 
 @pytest.mark.slow
 def test_training_fits_the_digits_plane(versus_bounds):
+    """Every regions-vs-bounds network trained on the digits projected to a plane beats its own
+    training accuracy at initialization and exceeds 40% (ten classes: chance is 10%)."""
     rows = table(versus_bounds)
     init = {(r["hidden_layers"], r["width"]): r for r in rows if r["state"] == "init"}
     for r in rows:
@@ -138,6 +148,8 @@ def test_training_fits_the_digits_plane(versus_bounds):
 
 @pytest.mark.slow
 def test_figure1_through_the_cli(figure1, tmp_path):
+    """CLI contract: `nngauge reproduce raghu-figure1 --seed 0` exits 0, prints that pane 1
+    equals the direct arrangement count, and writes the same CSV as the in-process run."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "raghu-figure1", "--out",
          str(tmp_path), "--seed", "0"], capture_output=True, text=True, timeout=300,

@@ -70,6 +70,9 @@ def test_registered_with_both_scales():
 
 @pytest.mark.slow
 def test_files_and_long_format(result):
+    """raghu-training's CSV holds exactly the computed rows in long format with the declared
+    columns and finite values: every tracked network from step 0 to the last step, with length,
+    transitions and weight scale at every layer, and the one-layer runs at layers 2 to HIDDEN."""
     rows = check_files(result, COLUMNS, len(result.computed.rows))
     assert [tuple(r.values()) for r in rows] == [
         tuple("" if v is None else repr(v) if isinstance(v, float) else str(v) for v in row)

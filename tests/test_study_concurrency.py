@@ -284,6 +284,9 @@ def sleepy_runner(task, seconds: float) -> dict:
 
 @pytest.mark.slow
 def test_the_heartbeat_keeps_a_unit_longer_than_its_lease_claimed(tmp_path):
+    """A unit that runs 4 s under a 1 s lease stays claimed by its run at twice the lease (only
+    the heartbeat's renewals keep it), so another run finds it busy; the run completes all 8
+    units itself."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     first = plan_units(FAKE)[0].key
     result = {}
@@ -302,6 +305,9 @@ def test_the_heartbeat_keeps_a_unit_longer_than_its_lease_claimed(tmp_path):
 
 @pytest.mark.slow
 def test_two_concurrent_cli_runs_split_the_units(tmp_path):
+    """Two `nngauge study run` processes on one SQLite database at once both exit 0, every unit
+    is stored once, the units each printed as run add up to the plan (none run twice), and no
+    claim is left."""
     run_two_and_assert_split(write_spec(tmp_path, TINY), f"sqlite:///{tmp_path / 's.db'}")
 
 
@@ -336,6 +342,8 @@ def assert_split(runs, outputs, spec: Path, url: str) -> None:
 
 @pytest.mark.slow
 def test_killing_the_driver_ends_its_workers(tmp_path):
+    """SIGKILL of a `study run` driver while its 2 pool workers run units ends every process it
+    spawned (the workers and multiprocessing's tracker) within 10 s."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     driver = start_cli(write_spec(tmp_path, SLOW), url, "--workers", "2")
     try:
@@ -360,6 +368,8 @@ def ray_unit_workers(session: int) -> list[int]:
 
 @pytest.mark.slow
 def test_killing_a_ray_driver_ends_its_tasks(tmp_path):
+    """SIGKILL of a `study run --executor ray` driver (a local Ray it started) while a unit
+    runs as a Ray task ends that task's processes within 10 s."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     driver = start_cli(write_spec(tmp_path, SLOW), url, "--executor", "ray", "--workers", "1")
     try:  # a local Ray started by the driver: Ray's processes share the driver's session
@@ -376,6 +386,9 @@ def test_killing_a_ray_driver_ends_its_tasks(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_exits_130_keeping_the_finished_units(tmp_path):
+    """CLI contract: SIGINT during a unit makes `study run` exit 130, saying 1 of 4 units are in
+    the database and that rerunning resumes; the finished unit is kept, no claim is left, and
+    the workers end."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     driver = start_cli(write_spec(tmp_path, SLOW), url, "--workers", "1")
     try:

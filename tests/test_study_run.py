@@ -76,6 +76,9 @@ def _assert_complete(url, spec):
 
 @pytest.mark.slow
 def test_killed_worker_is_retried_within_the_run(tmp_path):
+    """A local pool worker that kills itself (os._exit) mid-unit is retried within the same run:
+    all 8 units run, none fails, progress goes from 0/8 to 8/8, and the database holds exactly
+    the expected rows."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     seen = []
     runner = functools.partial(faulty_runner, marker=str(tmp_path / "marker"))
@@ -89,6 +92,9 @@ def test_killed_worker_is_retried_within_the_run(tmp_path):
 
 @pytest.mark.slow
 def test_without_retries_a_rerun_completes_without_duplicates(tmp_path):
+    """With max_retries=0 a killed worker's unit fails as "worker process died" and a raising
+    unit with its error, and failed units are absent from the database; a rerun skips the
+    finished units, runs only the failed ones, and completes the study without duplicates."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     marker = str(tmp_path / "marker")
     first = run_study(FAKE, url, workers=2, max_retries=0,
@@ -116,6 +122,8 @@ def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_cli_bad_spec_and_bad_database_write_nothing(tmp_path):
+    """CLI contract: `study run` with an invalid spec (measures.names) or an unopenable SQLite
+    path exits 2 with a one-line error naming the problem, and writes no file."""
     bad = tmp_path / "bad.toml"
     bad.write_text('[measures]\nnames = ["nlc", "sharpness"]\n')
     out = run_cli("study", "run", str(bad), "--db", "sqlite:///x.db", cwd=tmp_path)
@@ -180,6 +188,9 @@ def local_ray():
 
 @pytest.mark.slow
 def test_local_and_ray_executors_give_identical_rows(tmp_path, local_ray):
+    """A real 12-unit waveform study gives identical unit and measure rows on the local process
+    pool and on Ray; a Ray initialized by the caller is left running, and a rerun on Ray skips
+    all 12 units."""
     local_url, ray_url = (f"sqlite:///{tmp_path / name}" for name in ("local.db", "ray.db"))
     local = run_study(REAL, local_url, workers=2)
     remote = run_study(REAL, ray_url, executor="ray")
@@ -197,6 +208,8 @@ def test_local_and_ray_executors_give_identical_rows(tmp_path, local_ray):
 
 @pytest.mark.slow
 def test_ray_retries_a_unit_whose_worker_died(tmp_path, local_ray):
+    """On the Ray executor with max_retries=2, a unit whose worker process killed itself is
+    retried: all 8 units run, none fails, and the database holds exactly the expected rows."""
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import us

@@ -104,11 +104,13 @@ def assert_exact_matches_dense(model, x0, x1, result=None):
 @pytest.mark.parametrize("act, gain", [(nn.ReLU, 1.5), (nn.Hardtanh, 3.0)])
 @pytest.mark.parametrize("width, seed", [(8, 0), (12, 1), (16, 2)])
 def test_exact_equals_dense_sampling(act, gain, width, seed):
+    """Exact transitions per layer, patterns and pieces of random ReLU and hard-tanh MLPs on a
+    segment equal a dense scan of 10^6 points (more than 5 transitions); the pieces tile [0, 1]
+    and, Raghu et al. (ICML 2017) Corollary 1, each interval has its own pattern."""
     model = random_net(act, width, seed, gain)
     x0, x1 = endpoints(seed)
     res = assert_exact_matches_dense(model, x0, x1)
     assert res.n_transitions > 5  # a non-trivial case
-    # Corollary 1: along an affine trajectory every interval has its own pattern
     assert res.n_patterns == res.n_pieces
     np.testing.assert_allclose(res.pieces[0, 0], 0.0)
     np.testing.assert_allclose(res.pieces[-1, 1], 1.0)
@@ -189,6 +191,8 @@ def test_batchnorm_in_train_mode_is_rejected():
 
 @pytest.mark.slow
 def test_conv_with_average_pooling_matches_dense_sampling():
+    """Exact transitions of a conv net with ReLU, average pooling, hard tanh and adaptive
+    average pooling equal a dense scan of 10^6 points on a segment (more than 10 transitions)."""
     torch.manual_seed(1)
     model = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.AvgPool2d(2), nn.Conv2d(3, 4, 2),
                           nn.Hardtanh(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
@@ -201,6 +205,8 @@ def test_conv_with_average_pooling_matches_dense_sampling():
 
 @pytest.mark.slow
 def test_nngauge_mlp_with_identity_skips_and_leaky_relu():
+    """Exact transitions of an nngauge MLP with identity skips and leaky ReLU equal a dense scan
+    of 10^6 points on a segment, per layer at its four `layers.i.act` sites."""
     model = mlp(5, 10, 5, 2, activation="leaky_relu", skip=1.0, init="gaussian",
                 bias_std=0.3, generator=torch.Generator().manual_seed(0)).double()
     x0, x1 = endpoints(5)
@@ -210,6 +216,8 @@ def test_nngauge_mlp_with_identity_skips_and_leaky_relu():
 
 @pytest.mark.slow
 def test_arc_is_exact_on_its_polygon():
+    """On an arc trajectory, transitions runs on its polygon of 8 segments, and its per-layer
+    transitions and patterns equal a dense scan of 10^6 points along that polygon."""
     model = random_net(nn.ReLU, 10, 6, 1.5)
     x0, x1 = endpoints(6)
     traj = arc(x0, x1, 9)

@@ -137,6 +137,9 @@ def trained_results():
 
 @pytest.mark.slow
 def test_accuracy_falls_with_noise_on_a_trained_net(trained_results):
+    """On two trained 4-hidden-layer ReLU nets (clean accuracy > 0.95), accuracy falls with
+    relative weight noise in every layer (monotone up to 0.5%), and by more than 3 points at the
+    first layer from no noise to noise of the weights' own norm."""
     for r in trained_results:
         assert r.clean_accuracy > 0.95
         for layer in r.layers:
@@ -149,9 +152,10 @@ def test_accuracy_falls_with_noise_on_a_trained_net(trained_results):
 
 @pytest.mark.slow
 def test_earlier_layers_are_more_sensitive(trained_results):
-    # Figure 6 (remaining depth): the mean accuracy drop over the levels, averaged over two
-    # trained nets, decreases from the first layer to the last (measured: 0.029, 0.0028, then
-    # below 0.0005 for the last three layers).
+    """Raghu et al. (ICML 2017), figure 6 (remaining depth): the mean accuracy drop over the
+    noise levels, averaged over two trained nets, is largest at the first layer (over 3x any of
+    layers 3-5) and decreases from the first layer to the last (measured: 0.029, 0.0028, then
+    below 0.0005 for the last three layers)."""
     names = [layer.name for layer in trained_results[0].layers]
     drops = [np.mean([np.mean(r[name].accuracy_drop) for r in trained_results]) for name in names]
     assert drops[0] == max(drops) and drops[0] > 3 * max(drops[2:]), drops

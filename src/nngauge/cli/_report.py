@@ -65,6 +65,9 @@ def report(
     if mode is not None and mode not in MODES:
         raise invalid("nngauge report", f"--mode one of {', '.join(MODES)}", repr(mode),
                       "use --mode eval (running statistics) or --mode frozen")
+    for option, path in (("--out", out), ("--json", json_out)):
+        if path is not None:
+            _require_writable(option, path)
     source = load_data(data, seed=seed, n=samples)
     module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed)
     try:
@@ -87,6 +90,23 @@ def report(
                f"; {sections['failed']} section(s) failed, {sections['skipped']} skipped"
                f" in {result.seconds:.1f} s; wrote {out}"
                + (f" and {json_out}" if json_out is not None else ""))
+
+
+def _require_writable(option: str, path: Path) -> None:
+    """Refuse, before any measuring, a page that could not be written at the end."""
+    import os
+
+    from nngauge.errors import invalid
+
+    folder = path.parent if str(path.parent) else Path(".")
+    why = (f"{path} is a folder" if path.is_dir()
+           else f"its folder {folder} does not exist" if not folder.is_dir()
+           else f"its folder {folder} is not writable" if not os.access(folder, os.W_OK)
+           else "")
+    if why:
+        raise invalid("nngauge report", f"{option} a file path in an existing, writable folder",
+                      f"{option} {path} ({why})",
+                      f"create the folder (mkdir -p {folder}) or pass another {option}")
 
 
 def _write(result, out: Path, json_out: Optional[Path]) -> None:

@@ -56,10 +56,12 @@ def _list_table():
 
     from nngauge.reproduce import REPRODUCTIONS
 
-    table = Table(title="nngauge reproduce", show_lines=True)
+    table = Table(title="nngauge reproduce", show_lines=True,
+                  caption="time: the default (small) scale's wall time on 2 idle cores, "
+                  "start-up included", caption_justify="left")
     table.add_column("name", no_wrap=True)
     table.add_column("paper: figure/table, description")
-    table.add_column("small scale", no_wrap=True)
+    table.add_column("time", no_wrap=True)
     for record in REPRODUCTIONS.values():
         table.add_row(record.name, f"{record.paper}: {record.target}\n{record.description}",
                       record.small_runtime)

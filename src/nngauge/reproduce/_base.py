@@ -108,7 +108,8 @@ class Reproduction:
         target: the table or figure (``"Table 1"``).
         description: one line: what is computed.
         differences: per scale, what differs from the paper (data, sizes, what is not rebuilt).
-        small_runtime: the expected small-scale runtime on 2 cores (for ``--list``).
+        small_runtime: the small-scale command's wall time on 2 idle cores, start-up
+            included (for ``--list``; measured by ``benchmarks/reproduce_runtimes.py``).
         compute: ``compute(scale, generator) -> Computed``.
         plot: ``plot(computed, figure)`` draws on a matplotlib ``Figure``.
     """

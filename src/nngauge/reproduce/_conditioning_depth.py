@@ -136,7 +136,7 @@ REPRODUCTION = Reproduction(
             "NTK holds samples x parameters gradients)",
         ),
     },
-    small_runtime="~5 s",
+    small_runtime="~7 s",
     compute=compute,
     plot=plot,
 )

@@ -162,7 +162,7 @@ REPRODUCTION = Reproduction(
             "the paper prints no numbers for figure 1: only the direction is compared",
         ),
     },
-    small_runtime="~30 s",
+    small_runtime="~8 s",
     compute=compute,
     plot=plot,
 )

@@ -180,7 +180,7 @@ REPRODUCTION = Reproduction(
             "the paper prints no correlation, so Spearman / Kendall have no paper value",
         ),
     },
-    small_runtime="~40 s",
+    small_runtime="~11 s",
     compute=compute,
     plot=plot,
 )

@@ -153,7 +153,7 @@ REPRODUCTION = Reproduction(
             "d_in=3072; median of 10 inits; 100 batches of 250 as in section G",
         ),
     },
-    small_runtime="~5 s",
+    small_runtime="~7 s",
     compute=compute,
     plot=plot,
 )

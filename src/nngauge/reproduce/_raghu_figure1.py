@@ -186,7 +186,7 @@ REPRODUCTION = Reproduction(
             "as small, with 500 random networks counted",
         ),
     },
-    small_runtime="~2 s",
+    small_runtime="~5 s",
     compute=compute,
     plot=plot,
 )

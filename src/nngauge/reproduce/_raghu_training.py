@@ -371,7 +371,7 @@ REPRODUCTION = Reproduction(
             "numbers: only directions are compared",
         ),
     },
-    small_runtime="~15 s",
+    small_runtime="~16 s",
     compute=compute,
     plot=plot,
 )

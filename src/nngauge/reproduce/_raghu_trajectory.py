@@ -177,7 +177,7 @@ REPRODUCTION = Reproduction(
             "convolutional network is replaced by a ReLU MLP; compared with Theorem 3 only",
         ),
     },
-    small_runtime="~15 s",
+    small_runtime="~5 s",
     compute=compute,
     plot=plot,
 )

@@ -126,7 +126,7 @@ REPRODUCTION = Reproduction(
             "the paper prints no numbers",
         ),
     },
-    small_runtime="~10 s",
+    small_runtime="~5 s",
     compute=compute,
     plot=plot,
 )

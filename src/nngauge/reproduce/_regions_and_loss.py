@@ -306,7 +306,7 @@ REPRODUCTION = Reproduction(
             "1,024 training points, 60 Lanczos steps; sharpness by 500 ascent steps",
         ),
     },
-    small_runtime="~30 s",
+    small_runtime="~10 s",
     compute=compute,
     plot=plot,
 )

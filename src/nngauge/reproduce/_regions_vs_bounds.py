@@ -242,7 +242,7 @@ REPRODUCTION = Reproduction(
             "widths 4-32, 1-6 hidden layers, five networks each, 3000 Adam steps",
         ),
     },
-    small_runtime="~15 s",
+    small_runtime="~11 s",
     compute=compute,
     plot=plot,
 )

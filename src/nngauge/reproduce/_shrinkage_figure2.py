@@ -148,7 +148,7 @@ REPRODUCTION = Reproduction(
             "depths 2-128 and slopes 0-0.9 (grids not stated in the paper); 200 search steps",
         ),
     },
-    small_runtime="~15 s",
+    small_runtime="~9 s",
     compute=compute,
     plot=plot,
 )

@@ -1,0 +1,11 @@
+"""Suite-wide set-up. Under pytest-xdist (``make test`` runs one worker per core, up to 4),
+each worker gets its share of the cores for torch's intra-op threads: without it every worker
+would start one thread per core and the workers would fight over them."""
+
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    import torch
+
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
