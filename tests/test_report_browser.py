@@ -5,38 +5,14 @@ Needs Chromium (Debian: ``apt-get install chromium``); without it these tests fa
 """
 
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
+from browser_checks import console_errors as _console_errors
+from browser_checks import run_chromium as _run
 
 from nngauge.nn import mlp
 from nngauge.report import build_report
-
-CONSOLE = re.compile(r":CONSOLE|Uncaught|Page load failed", re.IGNORECASE)
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None and Path("/usr/bin/chromium").exists():
-        found = "/usr/bin/chromium"
-    if found is None:
-        pytest.fail("Chromium is needed for the browser tests of the report: install it with "
-                    "'apt-get install chromium' (Debian/Ubuntu) so that 'chromium' is on PATH.")
-    return found
-
-
-def _run(page: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-         "--v=0", "--window-size=1280,2000", *flags, page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
-
-
-def _console_errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if CONSOLE.search(line)]
 
 
 @pytest.fixture(scope="module")

@@ -157,3 +157,12 @@ def test_figure1_through_the_cli(figure1, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "pane 1 equals the direct arrangement count" in out.stdout
     assert (tmp_path / "raghu-figure1.csv").read_text() == figure1.csv_path.read_text()
+
+
+@pytest.mark.slow
+def test_verdicts_read_the_regions_as_the_tests_do(figure1, versus_bounds):
+    """raghu-figure1: more regions pane after pane and the first layer an arrangement of lines;
+    regions-vs-bounds: no count above Serra et al.'s bound: both 'reproduced'."""
+    assert figure1.verdict.status == "reproduced", figure1.verdict.reason
+    assert versus_bounds.verdict.status == "reproduced", versus_bounds.verdict.reason
+    assert "Serra et al.'s upper bound at most" in versus_bounds.verdict.reason

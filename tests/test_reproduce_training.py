@@ -138,3 +138,11 @@ def test_training_lower_layers_reaches_higher_accuracy(result):
         pytest.approx(mean[0] - mean[-1])
     test = one_layer(result, "final_test_accuracy")
     assert sum(test[2]) > sum(test[HIDDEN])
+
+
+@pytest.mark.slow
+def test_the_verdict_reads_the_training_figures_as_the_tests_do(result):
+    """Trajectories lengthen in training and a lower layer trained alone fits better than a
+    higher one (figures 7-9): 'reproduced', with the numbers in the reason."""
+    assert result.verdict.status == "reproduced", result.verdict.reason
+    assert "train accuracy" in result.verdict.reason

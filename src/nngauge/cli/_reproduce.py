@@ -11,44 +11,84 @@ import typer
 
 REPRODUCE_EXAMPLES = (
     "nngauge reproduce --list",
-    "nngauge reproduce nlc-table1 --out reproduce",
+    "nngauge reproduce nlc-table1 --out results/table1",
     "nngauge reproduce shrinkage-figure2 --scale paper --seed 1",
+    "nngauge reproduce --all --out reproduce",
 )
 
 
 def reproduce(
-    name: Optional[str] = typer.Argument(
-        None, metavar="NAME", help="Reproduction name, e.g. nlc-table1 (see --list)."),
-    out: Path = typer.Option(Path("reproduce"), "--out",
-                             help="Directory for NAME.csv and NAME.png (created if missing)."),
+    name: Optional[list[str]] = typer.Argument(
+        None, metavar="NAME...", help="Reproduction name(s), e.g. nlc-table1 (see --list); "
+        "several run into OUT/NAME each, with OUT/index.html."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Directory for NAME.csv, NAME.png and README.md (created if "
+        "missing; default reproduce/NAME), or for the folders and index.html of several."),
     scale: str = typer.Option("small", "--scale",
                               help="small (minutes on 2 cores) or paper (the paper's sizes)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data and the networks."),
     list_all: bool = typer.Option(False, "--list", help="Describe every reproduction and exit."),
+    run_all: bool = typer.Option(False, "--all", help="Run every reproduction into OUT/NAME "
+                                 "and write OUT/index.html (OUT default: reproduce)."),
 ) -> None:
-    """Reproduce a paper's table or figure; print ours beside the paper's values."""
+    """Reproduce a paper's table or figure; print ours beside the paper's values and the
+    verdict (reproduced / qualitatively / differs)."""
     from rich.console import Console
 
     console = Console()
     if list_all:
         console.print(_list_table())
         return
-    if name is None:
-        from nngauge.reproduce import names
+    from nngauge.reproduce import get, names
 
-        raise typer.BadParameter(f"give a reproduction name, one of {names()} (or --list)",
+    if run_all and name:
+        raise typer.BadParameter(f"--all runs every reproduction; got also {' '.join(name)}",
                                  param_hint="NAME")
+    if not run_all and not name:
+        raise typer.BadParameter(f"give a reproduction name, one of {names()} (or --list, "
+                                 "--all)", param_hint="NAME")
+    if run_all or len(name) > 1:
+        selected = names() if run_all else [get(n).name for n in name]  # unknown names: exit 2
+        _run_several(console, selected, out if out is not None else Path("reproduce"), scale,
+                     seed, "--all" if run_all else " ".join(selected))
+        return
     import torch
 
-    from nngauge.reproduce import get
-
-    reproduction = get(name)
-    result = reproduction.run(out, scale=scale, generator=torch.Generator().manual_seed(seed))
+    reproduction = get(name[0])
+    out = out if out is not None else Path("reproduce") / reproduction.name
+    result = reproduction.run(out, scale=scale, generator=torch.Generator().manual_seed(seed),
+                              seed=seed)
     console.print(_values_table(result))
     console.print(f"[bold]Differs from the paper ({result.scale} scale):[/bold]")
     for line in result.differences:
         console.print(f"  - {line}")
-    console.print(f"wrote {result.csv_path} and {result.png_path} in {result.seconds:.1f} s")
+    if result.verdict is not None:
+        console.print(f"[bold]Verdict: {result.verdict.status}.[/bold] {result.verdict.reason}")
+    console.print(f"wrote {result.csv_path}, {result.png_path} and {result.readme_path} in "
+                  f"{result.seconds:.1f} s")
+
+
+def _run_several(console, selected: list[str], out: Path, scale: str, seed: int,
+                 asked: str) -> None:
+    from rich.table import Table
+
+    from nngauge.reproduce._index import INDEX_NAME, run_all
+
+    done = []
+
+    def progress(name: str) -> None:
+        done.append(name)
+        console.print(f"[{len(done)}/{len(selected)}] {name}")
+
+    results = run_all(out, scale=scale, seed=seed, names=selected, progress=progress)
+    table = Table(title=f"nngauge reproduce {asked} ({scale} scale, seed {seed})")
+    for column in ("name", "verdict", "seconds"):
+        table.add_column(column)
+    for result in results:
+        table.add_row(result.name, result.verdict.status if result.verdict else "-",
+                      f"{result.seconds:.1f}")
+    console.print(table)
+    console.print(f"wrote {out / INDEX_NAME}")
 
 
 def _list_table():

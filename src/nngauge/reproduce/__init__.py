@@ -21,10 +21,12 @@ from importlib import import_module
 from nngauge.errors import UnknownNameError
 from nngauge.reproduce._base import (
     SCALES,
+    VERDICTS,
     Comparison,
     Computed,
     Reproduction,
     ReproductionResult,
+    Verdict,
     write_csv,
 )
 
@@ -76,6 +78,8 @@ __all__ = [
     "Computed",
     "Reproduction",
     "ReproductionResult",
+    "VERDICTS",
+    "Verdict",
     "get",
     "names",
     "write_csv",

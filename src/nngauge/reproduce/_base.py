@@ -5,7 +5,9 @@ columns and rows, and the values to print beside the paper's), a ``plot(computed
 (draws on a fresh matplotlib ``Figure``) and a :class:`Reproduction` record naming the paper,
 the table or figure, and what differs from the paper at each scale. :meth:`Reproduction.run`
 does the rest: validates the arguments, times the computation, writes ``NAME.csv`` (csv
-module, no pandas) and ``NAME.png`` and returns a :class:`ReproductionResult`.
+module, no pandas), ``NAME.png`` and ``README.md`` (the setting, our numbers beside the
+paper's, every deviation from the paper and its reason) and returns a
+:class:`ReproductionResult`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,30 @@ class Comparison:
     note: str = ""
 
 
+VERDICTS: tuple[str, ...] = ("reproduced", "qualitatively", "differs")
+"""How a rebuilt figure compares with the paper: ``"reproduced"`` (the claim holds and the
+paper's printed numbers are matched where it prints them), ``"qualitatively"`` (the claim holds
+at our scale, the numbers differ as the differences explain) or ``"differs"`` (the claim does
+not hold here, or the paper is wrong: the reason says which, with the evidence)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A reproduction's judgement of its own numbers against the paper's claim.
+
+    Attributes:
+        status: one of :data:`VERDICTS`.
+        reason: why, with the numbers that decide it.
+    """
+
+    status: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICTS:
+            raise ValueError(f"Verdict status must be one of {VERDICTS}, got {self.status!r}")
+
+
 @dataclass(frozen=True)
 class Computed:
     """What a reproduction's ``compute`` returns.
@@ -64,6 +90,14 @@ class Computed:
         index = self.columns.index(name)
         return [row[index] for row in self.rows]
 
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as dicts keyed by column."""
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def compared(self, prefix: str) -> Comparison:
+        """The first comparison whose quantity starts with ``prefix``."""
+        return next(c for c in self.comparison if c.quantity.startswith(prefix))
+
 
 @dataclass(frozen=True)
 class ReproductionResult:
@@ -74,8 +108,9 @@ class ReproductionResult:
         computed: the numbers (columns, rows, comparison).
         differences: what differs from the paper at this scale (data, scale, anything not
             rebuilt).
-        csv_path, png_path: the files written.
+        csv_path, png_path, readme_path: the files written.
         seconds: wall-clock time of the computation and the files.
+        verdict: the reproduction's judgement against the paper's claim.
     """
 
     name: str
@@ -85,6 +120,8 @@ class ReproductionResult:
     csv_path: Path
     png_path: Path
     seconds: float
+    readme_path: Optional[Path] = None
+    verdict: Optional[Verdict] = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values (rows as dicts keyed by column)."""
@@ -92,9 +129,11 @@ class ReproductionResult:
         return {
             "name": self.name, "scale": self.scale, "seconds": self.seconds,
             "csv_path": str(self.csv_path), "png_path": str(self.png_path),
+            "readme_path": None if self.readme_path is None else str(self.readme_path),
             "differences": list(self.differences),
             "rows": [dict(zip(columns, row)) for row in self.computed.rows],
             "comparison": [c.__dict__ for c in self.computed.comparison],
+            "verdict": None if self.verdict is None else self.verdict.__dict__,
         }
 
 
@@ -112,6 +151,8 @@ class Reproduction:
             included (for ``--list``; measured by ``benchmarks/reproduce_runtimes.py``).
         compute: ``compute(scale, generator) -> Computed``.
         plot: ``plot(computed, figure)`` draws on a matplotlib ``Figure``.
+        claim: the paper's claim that the figure or table shows, in one sentence.
+        judge: ``judge(computed) -> Verdict``: whether our numbers bear the claim out.
     """
 
     name: str
@@ -122,16 +163,23 @@ class Reproduction:
     small_runtime: str
     compute: Callable[[str, torch.Generator], Computed] = field(repr=False)
     plot: Callable[[Computed, Any], None] = field(repr=False)
+    claim: str = ""
+    judge: Optional[Callable[[Computed], Verdict]] = field(default=None, repr=False)
 
     def run(self, out_dir: str | Path, *, scale: Scale = "small",
-            generator: Optional[torch.Generator] = None) -> ReproductionResult:
-        """Compute, write ``out_dir/NAME.csv`` and ``out_dir/NAME.png``, return the result.
+            generator: Optional[torch.Generator] = None,
+            seed: Optional[int] = None) -> ReproductionResult:
+        """Compute, write ``out_dir/NAME.csv``, ``NAME.png`` and ``README.md``, return the
+        result.
 
         Args:
             out_dir: directory for the files (created when missing).
             scale: ``"small"`` (default: minutes at most on 2 cores) or ``"paper"`` (the
                 paper's sizes where they can be rebuilt: long).
-            generator: torch generator seeding everything random (default: seed 0).
+            generator: torch generator seeding everything random (default: ``seed``).
+            seed: the seed of the default generator (default 0), named in the README; with
+                ``generator`` given, only named there (pass the seed the generator was made
+                with, as ``nngauge reproduce --seed`` does).
 
         Raises:
             InvalidInputError: an unknown scale or an ``out_dir`` that is a file.
@@ -146,15 +194,50 @@ class Reproduction:
             raise invalid(where, "an output directory", f"out_dir={str(out)!r} is a file",
                           "pass a directory path (it is created when missing)")
         require_extra("matplotlib", "report", f"nngauge reproduce {self.name}")
-        generator = generator if generator is not None else torch.Generator().manual_seed(0)
+        if generator is None:
+            generator = torch.Generator().manual_seed(0 if seed is None else seed)
         start = time.perf_counter()
         computed = self.compute(scale, generator)
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
         write_csv(csv_path, computed.columns, computed.rows)
         self._save_png(computed, png_path)
+        seconds = time.perf_counter() - start
+        verdict = self.judge(computed) if self.judge is not None else None
+        readme_path = out / "README.md"
+        readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict),
+                               encoding="utf-8")
         return ReproductionResult(self.name, scale, computed, tuple(self.differences[scale]),
-                                  csv_path, png_path, time.perf_counter() - start)
+                                  csv_path, png_path, seconds, readme_path, verdict)
+
+    def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
+               verdict: Optional[Verdict] = None) -> str:
+        """The Markdown page written beside the CSV and the PNG: what was rebuilt and how, the
+        paper's claim and our verdict, our numbers beside the paper's, and every deviation
+        from the paper with its reason."""
+        command = f"nngauge reproduce {self.name} --scale {scale}"
+        command += f" --seed {seed}" if seed is not None else ""
+        lines = [f"# {self.name}: {self.target}", "", f"{self.paper}, {self.target}.", "",
+                 f"{self.description}.", ""]
+        if self.claim:
+            lines += [f"**The paper's claim:** {self.claim}", ""]
+        if verdict is not None:
+            lines += [f"**Verdict: {verdict.status}.** {verdict.reason}", ""]
+        lines += [
+                 f"Rebuilt by `{command}` in {seconds:.1f} s"
+                 + ("" if seed is not None else " (seeded by the caller's generator)") + ".",
+                 "", f"Files: `{self.name}.csv` (columns: {', '.join(computed.columns)}; "
+                 f"{len(computed.rows)} rows) and `{self.name}.png`.", ""]
+        if computed.comparison:
+            lines += ["## Our numbers beside the paper's", "",
+                      "| quantity | ours | paper | note |", "| --- | --- | --- | --- |"]
+            lines += [f"| {_md(c.quantity)} | {format_number(c.ours)} | "
+                      f"{'-' if c.paper is None else format_number(c.paper)} | {_md(c.note)} |"
+                      for c in computed.comparison]
+            lines.append("")
+        lines += [f"## What differs from the paper ({scale} scale), and why", ""]
+        lines += [f"- {line}" for line in self.differences[scale]]
+        return "\n".join(lines) + "\n"
 
     def _save_png(self, computed: Computed, path: Path) -> None:
         from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
@@ -178,6 +261,16 @@ def _cell(value: Any) -> Any:
     if isinstance(value, float) and math.isfinite(value):
         return repr(value)
     return "" if value is None else value
+
+
+def format_number(value: Any) -> str:
+    """A value as the README and the index print it (4 significant digits for floats)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _md(text: str) -> str:
+    """A table cell: pipes escaped, one line."""
+    return " ".join(str(text).replace("|", "\\|").split())
 
 
 def seed_from(generator: torch.Generator) -> int:

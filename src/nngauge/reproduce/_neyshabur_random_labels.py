@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 
 MEASURES = ("l2", "l1_path", "l2_path", "spectral")
 COLUMNS = ("labels", "n_train", "measure", "log10_capacity_plain", "log10_capacity", "margin",
@@ -128,7 +128,7 @@ def _evaluate(net, x, y) -> tuple[float, float]:
 
 def plot(computed: Computed, figure) -> None:
     axes = figure.subplots(1, len(MEASURES))
-    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    rows = computed.records()
     for ax, name in zip(axes, MEASURES):
         for labelling, color in (("true", "tab:blue"), ("random", "tab:red")):
             points = [r for r in rows if r["measure"] == name and r["labels"] == labelling]
@@ -138,6 +138,25 @@ def plot(computed: Computed, figure) -> None:
         ax.set_xlabel("training-set size")
     axes[0].set_ylabel("log10 (norm / margin^2)")
     axes[0].legend(fontsize=8)
+
+
+def judge(computed: Computed) -> Verdict:
+    """Figure 1: every capacity is higher for random labels at every size, the gap grows."""
+    value = {(r["labels"], r["n_train"], r["measure"]): r["log10_capacity_plain"]
+             for r in computed.records()}
+    sizes = sorted({m for _, m, _ in value})
+    measures = sorted({k for *_, k in value})
+    higher = all(value["random", m, k] > value["true", m, k] for m in sizes for k in measures)
+    grows = [k for k in measures if value["random", sizes[-1], k] - value["true", sizes[-1], k]
+             > value["random", sizes[0], k] - value["true", sizes[0], k]]
+    summary = (f"random labels need {'more' if higher else 'not always more'} capacity than "
+               f"true labels at every size ({', '.join(measures)}); the gap grows with the "
+               f"training set for {len(grows)} of {len(measures)} measures")
+    if higher and len(grows) == len(measures):
+        return Verdict("reproduced", summary + ".")
+    if higher:
+        return Verdict("qualitatively", summary + ".")
+    return Verdict("differs", summary + ".")
 
 
 REPRODUCTION = Reproduction(
@@ -165,4 +184,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~8 s",
     compute=compute,
     plot=plot,
+    claim=("Norm-based capacities (l2, l1-path, l2-path, spectral over margin) are higher for "
+           "networks fitted to random labels than to true labels, with a gap that grows with the "
+           "training set (figure 1)."),
+    judge=judge,
 )

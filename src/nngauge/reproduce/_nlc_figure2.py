@@ -25,7 +25,7 @@ import torch
 
 from nngauge._citations import cite
 from nngauge.errors import NNGaugeError
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 
 IDEAL_RANGE = (1.0, 3.0)
 """The paper's observed ideal NLC range, 1 <~ NLC <~ 3 (section 4), drawn on the plot."""
@@ -135,7 +135,7 @@ def plot(computed: Computed, figure) -> None:
     groups = (("high output bias", "tab:red", lambda r: r["high_bias"]),
               ("skip connections", "tab:blue", lambda r: r["skip"] and not r["high_bias"]),
               ("others", "black", lambda r: not r["skip"] and not r["high_bias"]))
-    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    rows = computed.records()
     rows = [r for r in rows if _positive(r["nlc"]) and _finite(r["test_error"])]
     for label, color, chosen in groups:
         group = [r for r in rows if chosen(r)]
@@ -156,6 +156,20 @@ def _finite(value) -> bool:
 
 def _positive(value) -> bool:
     return _finite(value) and value > 0
+
+
+def judge(computed: Computed) -> Verdict:
+    """The paper: NLC predicts test error (figure 2, a positive rank correlation)."""
+    rho = computed.compared("Spearman").ours
+    note = computed.compared("Spearman").note
+    n = len(computed.rows)
+    if rho > 0 and "p = " in note and float(note.split("p = ")[1].split(",")[0]) < 0.05:
+        return Verdict("reproduced", f"Spearman rho {rho:.2f} ({note}).")
+    if rho > 0:
+        return Verdict("qualitatively", f"Spearman rho {rho:.2f} ({note}): the sign of the "
+                       f"paper's relation, not significant with {n} architectures.")
+    return Verdict("differs", f"Spearman rho {rho:.2f} ({note}): no positive relation between "
+                   f"NLC and test error over these {n} architectures.")
 
 
 REPRODUCTION = Reproduction(
@@ -183,4 +197,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~11 s",
     compute=compute,
     plot=plot,
+    claim=("The NLC at initialization predicts the test error after training: the best "
+           "architectures have NLC between about 1 and 3, and those with a high output bias fail "
+           "(figure 2)."),
+    judge=judge,
 )

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("width", "hidden_layers", "seed", "pane", "regions", "edges", "vertices",
            "arrangement_regions", "upper_bound")
@@ -164,6 +164,18 @@ def plot(computed: Computed, figure) -> None:
                      fontsize=9)
 
 
+def judge(computed: Computed) -> Verdict:
+    """Figure 1: every hidden layer subdivides the regions of the layers below (more regions
+    pane after pane); the first layer's lines form a plain arrangement."""
+    means = [c.ours for c in computed.comparison if "mean regions over" in c.quantity]
+    arrangement = computed.compared("pane 1 equals the direct arrangement").ours
+    summary = (f"mean regions per pane {', '.join(f'{m:.3g}' for m in means)}; pane 1 equals "
+               f"the arrangement of its lines in {arrangement:.0%} of networks")
+    if all(b > a for a, b in zip(means, means[1:])) and arrangement == 1.0:
+        return Verdict("reproduced", summary + " (the figure prints no numbers).")
+    return Verdict("differs", summary + ".")
+
+
 REPRODUCTION = Reproduction(
     name="raghu-figure1",
     paper=cite("expressivity"),
@@ -189,4 +201,7 @@ REPRODUCTION = Reproduction(
     small_runtime="~5 s",
     compute=compute,
     plot=plot,
+    claim=("A ReLU network's layers subdivide input space into convex polytopes, each layer's "
+           "boundaries bending at those of the layers below (figure 1)."),
+    judge=judge,
 )

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 
 COLUMNS = ("experiment", "activation", "sigma_w2_init", "network", "step", "layer", "quantity",
            "value")
@@ -335,6 +335,21 @@ def _plot_one_layer(curves, summary, rows, hidden: int) -> None:
     summary.legend(fontsize=7)
 
 
+def judge(computed: Computed) -> Verdict:
+    """Figures 7-9: training lengthens trajectories and raises sigma_w^2; training a lower
+    layer alone fits better than a higher one."""
+    longer = [c.ours > 1 for c in computed.comparison if "end / start of training" in c.quantity]
+    lower = computed.compared("one layer: train accuracy, only layer").ours
+    summary = (f"trajectory longer after training in {sum(longer)} of {len(longer)} networks; "
+               f"training only the lowest layer minus only the highest: {lower:+.3f} train "
+               "accuracy")
+    if all(longer) and lower > 0:
+        return Verdict("reproduced", summary + ".")
+    if any(longer) or lower > 0:
+        return Verdict("qualitatively", summary + ".")
+    return Verdict("differs", summary + ".")
+
+
 REPRODUCTION = Reproduction(
     name="raghu-training",
     paper=cite("expressivity"),
@@ -374,4 +389,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~16 s",
     compute=compute,
     plot=plot,
+    claim=("Training lengthens trajectories and raises the weight scale (figures 8-9), and "
+           "training one lower layer alone fits better than training a higher one (remaining "
+           "depth, figure 7)."),
+    judge=judge,
 )

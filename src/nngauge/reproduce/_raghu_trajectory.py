@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("activation", "width", "sigma_w2", "layer", "length", "ratio", "lower_bound",
            "upper_bound", "asymptotic", "converged")
@@ -127,7 +127,7 @@ def circle_endpoints(width: int, generator: torch.Generator) -> tuple[torch.Tens
 
 
 def plot(computed: Computed, figure) -> None:
-    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    rows = computed.records()
     settings = list(dict.fromkeys((r["activation"], r["width"], r["sigma_w2"]) for r in rows))
     panels = (("hard_tanh: sigma_w^2 (fig. 13b)", lambda a, k, s: a == "hard_tanh" and
                k == settings[0][1]),
@@ -150,6 +150,32 @@ def plot(computed: Computed, figure) -> None:
         ax.set_title(title + ", dashed: lower bound", fontsize=8)
         ax.legend(fontsize=6)
     axes[0].set_ylabel("trajectory length")
+
+
+def judge(computed: Computed) -> Verdict:
+    """Theorem 3: length between the proof's lower and appendix B's upper bound at every layer,
+    exponential in depth; and how the rate the theorem states compares with the growth."""
+    rows = computed.records()
+    within = all(r["lower_bound"] <= r["length"] <= r["upper_bound"] * (1 + 1e-9) for r in rows)
+    settings = {}
+    for r in rows:
+        settings.setdefault((r["activation"], r["width"], r["sigma_w2"]), []).append(r)
+    below = 0
+    for points in settings.values():
+        hidden = len(points) - 1
+        measured = (points[-1]["length"] / points[0]["length"]) ** (1 / hidden)
+        stated = (points[-1]["asymptotic"] / points[0]["length"]) ** (1 / hidden)
+        below += measured < stated
+    summary = (f"lengths lie between the proof's lower bound and appendix B's upper bound at "
+               f"every layer: {within}; the growth per layer is below the rate the theorem "
+               f"states in {below} of {len(settings)} settings")
+    if within and below:
+        return Verdict("qualitatively", summary + ": the exponential growth is reproduced, but "
+                       "Theorem 3 as printed is not a lower bound (only the proof's explicit "
+                       "factor is).")
+    if within:
+        return Verdict("reproduced", summary + ".")
+    return Verdict("differs", summary + ".")
 
 
 REPRODUCTION = Reproduction(
@@ -180,4 +206,7 @@ REPRODUCTION = Reproduction(
     small_runtime="~5 s",
     compute=compute,
     plot=plot,
+    claim=("The length of a trajectory's image grows exponentially with depth, at a rate that "
+           "rises with sigma_w and the width (Theorem 3, figures 12-13)."),
+    judge=judge,
 )

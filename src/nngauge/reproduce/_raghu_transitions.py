@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._raghu_trajectory import circle_endpoints
 
 COLUMNS = ("width", "sigma_w2", "layer", "length_in", "transitions", "transitions_per_length",
@@ -91,7 +91,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
 
 def plot(computed: Computed, figure) -> None:
     ax = figure.subplots()
-    rows = [dict(zip(computed.columns, row)) for row in computed.rows]
+    rows = computed.records()
     settings = list(dict.fromkeys((r["width"], r["sigma_w2"]) for r in rows))
     for i, (width, sigma_w2) in enumerate(settings):
         points = [r for r in rows if (r["width"], r["sigma_w2"]) == (width, sigma_w2)]
@@ -102,6 +102,15 @@ def plot(computed: Computed, figure) -> None:
     ax.set_xlabel("trajectory length entering the layer")
     ax.set_ylabel("transitions in the layer")
     ax.legend(fontsize=7)
+
+
+def judge(computed: Computed) -> Verdict:
+    """Figure 5: transitions linear in trajectory length (log-log slope 1)."""
+    slope = computed.compared("log-log slope").ours
+    if 0.8 < slope < 1.2:
+        return Verdict("reproduced", f"log-log slope of transitions against length {slope:.3g}"
+                       " (a linear law has slope 1).")
+    return Verdict("differs", f"log-log slope {slope:.3g}, not the linear law's 1.")
 
 
 REPRODUCTION = Reproduction(
@@ -129,4 +138,7 @@ REPRODUCTION = Reproduction(
     small_runtime="~5 s",
     compute=compute,
     plot=plot,
+    claim=("The number of transitions is linear in the length of the trajectory (section 2.2, "
+           "figure 5)."),
+    judge=judge,
 )

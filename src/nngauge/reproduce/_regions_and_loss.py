@@ -68,7 +68,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite, short
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 
 TRACKED_COLUMNS = {
     "train_error": "train_error",
@@ -277,6 +277,26 @@ def _plot_correlations(ax, computed: Computed) -> None:
     ax.figure.colorbar(image, ax=ax)
 
 
+def judge(computed: Computed) -> Verdict:
+    """Raghu et al. section 3.2 (training lengthens trajectories through the data) and Humayun
+    et al. (local complexity near training points falls after an early rise)."""
+    length = computed.column("trajectory_length")
+    complexity = computed.column("local_complexity_train")
+    error = computed.column("test_error")
+    longer, learned = length[-1] > length[0], error[-1] < error[0]
+    peak = max(complexity)
+    migrated = complexity[-1] < peak and complexity.index(peak) > 0
+    summary = (f"trajectory length {length[0]:.3g} -> {length[-1]:.3g}; test error "
+               f"{error[0]:.3g} -> {error[-1]:.3g}; local complexity near training points "
+               f"peaks at {peak:.3g} and ends at {complexity[-1]:.3g}")
+    if longer and learned and migrated:
+        return Verdict("reproduced", summary + ".")
+    if longer and learned:
+        return Verdict("qualitatively", summary + ": no late fall of the local complexity at "
+                       "this scale.")
+    return Verdict("differs", summary + ".")
+
+
 REPRODUCTION = Reproduction(
     name="regions-and-loss",
     paper=cite("expressivity", "Theorem 2") + "; with " + ", ".join(
@@ -309,4 +329,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~10 s",
     compute=compute,
     plot=plot,
+    claim=("Training lengthens trajectories through the data (Raghu et al. section 3.2) and, "
+           "late in training, regions migrate away from the training points: their local "
+           "complexity falls after an early rise (Humayun et al. 2024)."),
+    judge=judge,
 )

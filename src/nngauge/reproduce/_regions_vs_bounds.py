@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite, short
-from nngauge.reproduce._base import Comparison, Computed, Reproduction
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._raghu_figure1 import unit_square_plane
 
 COLUMNS = ("state", "hidden_layers", "width", "neurons", "seed", "regions_wide",
@@ -190,7 +190,7 @@ def _comparison(rows) -> tuple[Comparison, ...]:
 
 
 def plot(computed: Computed, figure) -> None:
-    table = [dict(zip(computed.columns, row)) for row in computed.rows]
+    table = computed.records()
     left, right = figure.subplots(1, 2)
     for i, hidden in enumerate(sorted({r["hidden_layers"] for r in table})):
         for state, marker in (("init", "o"), ("trained", "s")):
@@ -222,6 +222,20 @@ def plot(computed: Computed, figure) -> None:
                     fontsize=9)
 
 
+def judge(computed: Computed) -> Verdict:
+    """Measured counts never exceed Serra et al.'s upper bound; crossings per length against
+    Hanin & Rolnick's expected count."""
+    fills = [c.ours for c in computed.comparison if "Serra upper bound" in c.quantity]
+    ratios = [c for c in computed.comparison if "Hanin-Rolnick bound" in c.quantity]
+    summary = (f"regions / Serra et al.'s upper bound at most {max(fills):.3g}; measured "
+               "crossings per length / Hanin & Rolnick's bound: "
+               + ", ".join(f"{c.quantity.split(':')[0]} {c.ours:.3g}" for c in ratios))
+    if max(fills) <= 1.0:
+        return Verdict("reproduced", summary + " (Raghu et al.'s Theorem 2 and the literature's "
+                       "bounds hold on every network).")
+    return Verdict("differs", summary + ": an upper bound is exceeded.")
+
+
 REPRODUCTION = Reproduction(
     name="regions-vs-bounds",
     paper=cite("expressivity", "Theorem 2") + "; with " + ", ".join(
@@ -245,4 +259,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~11 s",
     compute=compute,
     plot=plot,
+    claim=("Linear regions are bounded above by Serra et al.'s count, can grow exponentially "
+           "with depth (Montufar et al.'s construction), and at initialization their density "
+           "along lines is set by the number of neurons (Hanin & Rolnick)."),
+    judge=judge,
 )

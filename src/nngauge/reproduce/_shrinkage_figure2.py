@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,25 @@ def plot(computed: Computed, figure) -> None:
     axes[0].legend(fontsize=7)
 
 
+def judge(computed: Computed) -> Verdict:
+    """Theorem 1's bound holds (theory and searched network) and shrinkage grows with depth and
+    with the nonlinearity 1 - a, in the bound, the theory and the searched networks."""
+    rows = computed.records()
+    holds = all(r["theory_min"] <= r["bound"] and r["searched"] <= r["bound_measured"]
+                for r in rows)
+    depth = [r for r in rows if r["panel"].startswith("a")]
+    slope = [r for r in rows if r["panel"].startswith("b")]
+    trends = all(all(y < x for x, y in zip(v, v[1:])) for v in
+                 ([r[k] for r in depth] for k in ("bound", "theory", "searched")))
+    trends &= all(all(y > x for x, y in zip(v, v[1:])) for v in
+                  ([r[k] for r in slope] for k in ("bound", "theory", "searched")))
+    summary = (f"bound {'holds' if holds else 'violated'} in {len(rows)} settings; 1 - rho "
+               f"{'falls' if trends else 'does not fall'} with depth and rises with 1 - a")
+    if holds and trends:
+        return Verdict("reproduced", summary + " (the figure prints no numbers).")
+    return Verdict("differs", summary + ".")
+
+
 REPRODUCTION = Reproduction(
     name="shrinkage-figure2",
     paper=cite("shrinkage"),
@@ -151,4 +170,8 @@ REPRODUCTION = Reproduction(
     small_runtime="~9 s",
     compute=compute,
     plot=plot,
+    claim=("In critical LayerNorm networks representations shrink with depth and with the "
+           "nonlinearity 1 - a: the largest 1 - rho between two inputs falls, within Theorem 1's "
+           "bound (eq. 4.1)."),
+    judge=judge,
 )

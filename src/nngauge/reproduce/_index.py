@@ -1,0 +1,112 @@
+"""``nngauge reproduce --all``: every reproduction, then one offline index page.
+
+Each reproduction runs into ``DIR/NAME/`` (its CSV, PNG and README.md); ``DIR/index.html`` is
+one self-contained page (figures inlined as PNG data, no script, no network) with, per
+reproduction, the paper and figure, the paper's claim, our verdict (reproduced / qualitatively
+/ differs) with its reason, the figure, our numbers beside the paper's and what differs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from nngauge.reproduce._base import ReproductionResult, Scale, format_number
+
+INDEX_NAME = "index.html"
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+section { border-top: 1px solid #ccc; padding-top: 1em; margin-top: 1.5em; }
+img { max-width: 100%; border: 1px solid #eee; }
+table { border-collapse: collapse; font-size: 0.9em; }
+td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; }
+.verdict { font-weight: bold; padding: 1px 6px; border-radius: 3px; }
+.reproduced { background: #d4edda; } .qualitatively { background: #fff3cd; }
+.differs { background: #f8d7da; } .unjudged { background: #e2e3e5; }
+"""
+
+
+def run_all(out_dir: str | Path, *, scale: Scale = "small", seed: int = 0,
+            names: Optional[Sequence[str]] = None,
+            progress: Optional[Callable[[str], None]] = None) -> list[ReproductionResult]:
+    """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` with the
+    same seed, then write ``out_dir/index.html``; returns the results."""
+    import torch
+
+    from nngauge.reproduce import get, names as all_names
+
+    results = []
+    for name in names or all_names():
+        if progress is not None:
+            progress(name)
+        results.append(get(name).run(Path(out_dir) / name, scale=scale,
+                                     generator=torch.Generator().manual_seed(seed), seed=seed))
+    write_index(results, out_dir)
+    return results
+
+
+def write_index(results: Sequence[ReproductionResult], out_dir: str | Path) -> Path:
+    """Write ``out_dir/index.html`` for ``results`` and return its path."""
+    from nngauge.reproduce import get
+
+    path = Path(out_dir) / INDEX_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for result in results:
+        status = result.verdict.status if result.verdict is not None else "unjudged"
+        counts[status] = counts.get(status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    pairs = [(result, get(result.name)) for result in results]
+    body = [f"<h1>nngauge reproduce: {len(results)} figures and tables</h1>",
+            f"<p>{_e(summary)}. Each section links to its folder (CSV, README.md).</p>",
+            _contents(pairs)]
+    body += [_section(result, record) for result, record in pairs]
+    page = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>nngauge reproduce</title><style>" + _STYLE + "</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _contents(pairs) -> str:
+    rows = "".join(
+        f"<tr><td><a href=\"#{_e(r.name)}\">{_e(r.name)}</a></td><td>{_e(record.target)}</td>"
+        f"<td>{_badge(r)}</td><td>{r.seconds:.1f} s</td></tr>" for r, record in pairs)
+    return ("<table><tr><th>name</th><th>figure</th><th>verdict</th><th>time</th></tr>"
+            + rows + "</table>")
+
+
+def _section(result: ReproductionResult, record) -> str:
+    image = base64.b64encode(result.png_path.read_bytes()).decode("ascii")
+    reason = result.verdict.reason if result.verdict is not None else "no judgement"
+    rows = "".join(
+        f"<tr><td>{_e(c.quantity)}</td><td>{_e(format_number(c.ours))}</td>"
+        f"<td>{'-' if c.paper is None else _e(format_number(c.paper))}</td>"
+        f"<td>{_e(c.note)}</td></tr>"
+        for c in result.computed.comparison)
+    table = ("<table><tr><th>quantity</th><th>ours</th><th>paper</th><th>note</th></tr>"
+             + rows + "</table>") if rows else ""
+    differences = "".join(f"<li>{_e(line)}</li>" for line in result.differences)
+    folder = result.csv_path.parent.name
+    return (f"<section id=\"{_e(result.name)}\"><h2>{_e(result.name)}: {_e(record.target)}</h2>"
+            f"<p>{_e(record.paper)}. {_e(record.description)}.</p>"
+            f"<p><b>The paper's claim:</b> {_e(record.claim or 'not stated')}</p>"
+            f"<p>{_badge(result)} {_e(reason)}</p>"
+            f"<img alt=\"{_e(result.name)}\" src=\"data:image/png;base64,{image}\">"
+            f"{table}<p><b>What differs from the paper ({_e(result.scale)} scale):</b></p>"
+            f"<ul>{differences}</ul>"
+            f"<p>Files: <a href=\"{_e(folder)}/{_e(result.csv_path.name)}\">CSV</a>, "
+            f"<a href=\"{_e(folder)}/README.md\">README.md</a>; {result.seconds:.1f} s.</p>"
+            "</section>")
+
+
+def _badge(result: ReproductionResult) -> str:
+    status = result.verdict.status if result.verdict is not None else "unjudged"
+    return f"<span class=\"verdict {status}\">{status}</span>"
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
