@@ -133,6 +133,8 @@ def _valid_elsewhere(qualified: str) -> tuple:
 def _valid_theory(qualified: str) -> tuple:
     """Leading arguments (required keyword-only ones included, in signature order) of a valid
     call of each public function of :mod:`nngauge.theory`."""
+    from nngauge.theory import correlation_map
+
     eye = np.eye(2)
     table = {
         "coefficient_of_nonaffinity": ("relu",),
@@ -148,6 +150,8 @@ def _valid_theory(qualified: str) -> tuple:
         "hermite_coefficients": ("relu", 3),
         "hyperplane_regions": (3, 2),
         "length_fixed_point": ("relu", 1.0, 1.0),
+        "excess_convexity": (lambda t: t ** 2,),
+        "excess_convexity_bound": (correlation_map("erf", 1.0, 0.3), 4),
         "linear_approximation_error": ("relu",),
         "linearization_error": ("relu",),
         "max_activation_patterns": (4, 2, 2),
@@ -158,6 +162,7 @@ def _valid_theory(qualified: str) -> tuple:
         "nngp": (eye, "relu", 1),
         "ntk": (eye, "relu", 1),
         "profile": ("relu",),
+        "sharpness_bound": (0.01, [1.0, 1.0], [3, 4, 2], 1.0, 1.0, 1.0),
         "shrinkage_bound": ("erf", 3, 0.5),
         "trajectory_growth_bound": (8, 3),
     }

@@ -291,12 +291,13 @@ def test_shrinkage_figure2_files_bound_and_theory(shrinkage):
 # --- conditioning-depth ----------------------------------------------------------------------
 
 def test_conditioning_relu_grows_normalized_stays_bounded(conditioning):
-    columns = ("activation", "kernel", "depth", "theory", "empirical", "theory_mean_dot",
-               "empirical_mean_dot")
-    check_files(conditioning, columns, 3 * (21 + 4))
+    columns = ("activation", "kernel", "depth", "width", "theory", "empirical",
+               "theory_mean_dot", "empirical_mean_dot")
+    check_files(conditioning, columns, 3 * (21 + 4) + 2 * 3)
     series = defaultdict(list)
-    for act, kernel, depth, theory, empirical, *_ in conditioning.computed.rows:
-        series[act, kernel].append((depth, theory, empirical))
+    for act, kernel, depth, width, theory, empirical, *_ in conditioning.computed.rows:
+        series[act, kernel].append((depth if kernel != "nngp width sweep" else width, theory,
+                                    empirical))
     relu = series["relu", "nngp"]
     theory = [t for _, t, _ in relu]
     assert all(b > a for a, b in zip(theory[1:], theory[2:]))
@@ -311,6 +312,20 @@ def test_conditioning_relu_grows_normalized_stays_bounded(conditioning):
         assert series[act, "nngp"][-1][2] < relu[-1][2] / 10
     # Corollary 3.3: exponentially fast to the best value 1 (normalize(relu): mu = 1 - 1/pi...)
     assert series["normalize(relu)", "nngp"][-1][1] < 1.05
+    # finite width is why the measured values level off above theory's: at a fixed depth they
+    # fall towards theory as the width grows (widths 128, 512, 2048), within 2x at 2048
+    for act in ("normalize(relu)", "norm_relu"):
+        sweep = series[act, "nngp width sweep"]
+        empirical = [e for _, _, e in sweep]
+        assert all(b < a for a, b in zip(empirical, empirical[1:])), act
+        assert sweep[-1][1] <= empirical[-1] < 2 * sweep[-1][1], act
+
+
+def test_conditioning_verdict(conditioning):
+    """The judge reads conditioning-depth as qualitatively reproduced: the claim holds, but the
+    measured condition numbers reach theory's limit 1 only as the width grows."""
+    assert conditioning.verdict.status == "qualitatively"
+    assert "reached only as the width grows" in conditioning.verdict.reason
 
 
 # --- nlc-figure2, neyshabur-random-labels, raghu-trajectory, raghu-transitions ----------

@@ -14,7 +14,7 @@ import sys
 import pytest
 from browser_checks import console_errors, run_chromium
 
-from nngauge.reproduce import VERDICTS, get
+from nngauge.reproduce import REPRODUCTIONS, VERDICTS, get
 
 NAMES = ("nlc-table2", "raghu-transitions")
 
@@ -26,6 +26,13 @@ def several(tmp_path_factory):
                            str(out), "--seed", "0"], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "COLUMNS": "200"})
     return out, done
+
+
+def test_every_reproduction_states_its_claim_and_judges_it():
+    """No reproduction without the paper's claim in words and a judge of its own numbers."""
+    for name, record in REPRODUCTIONS.items():
+        assert len(record.claim) > 40 and record.claim.endswith("."), name
+        assert callable(record.judge), name
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ import typer
 
 REPRODUCE_EXAMPLES = (
     "nngauge reproduce --list",
-    "nngauge reproduce nlc-table1 --out results/table1",
     "nngauge reproduce shrinkage-figure2 --scale paper --seed 1",
     "nngauge reproduce --all --out reproduce",
 )

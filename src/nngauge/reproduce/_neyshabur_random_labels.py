@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -54,14 +55,29 @@ SETTINGS = {
 BATCH_SIZE, MOMENTUM = 64, 0.9  # appendix A
 
 
-def compute(scale: str, generator: torch.Generator) -> Computed:
-    from nngauge import capacity
+@dataclass(frozen=True)
+class FittedNetwork:
+    """One network of :func:`fitted_networks`: trained on ``m`` digits with ``labelling``
+    ("true" or "random") labels ``labels``, how training ended, and its test error."""
+
+    m: int
+    labelling: str
+    net: torch.nn.Module
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    fitted: "Fitted"
+    test_error: float
+
+
+def fitted_networks(settings, generator: torch.Generator) -> Iterator[FittedNetwork]:
+    """Appendix A's experiment: for each training-set size m of ``settings.sizes``, a ReLU MLP
+    (64 inputs, ``settings.width`` x ``settings.depth``, He-scaled Gaussian weights) fitted to
+    m standardized digits with true labels, then one with random labels, by
+    :func:`train_to_fit`; the test error on 197 held-out digits."""
     from nngauge.data import digits, random_labels, split, standardize
     from nngauge.nn import mlp
 
-    settings = SETTINGS[scale]
     pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), seed=seed_from(generator))
-    rows, comparison = [], []
     for m in settings.sizes:
         (train, test_m), _ = standardize((pool.inputs[:m], pool.labels[:m]), test)
         for labelling in ("true", "random"):
@@ -72,15 +88,24 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
             fitted = train_to_fit(net, train.inputs, labels, lr=settings.lr,
                                   loss_target=settings.loss_target,
                                   max_epochs=settings.max_epochs, generator=generator)
-            result = capacity(net, train.inputs, labels, margin_percentile=5)
             with torch.no_grad():
                 test_error = float((net(test_m.inputs).argmax(1) != test_m.labels)
                                    .double().mean())
-            for name in MEASURES:
-                measure = result[name]
-                rows.append((labelling, m, name, measure.log10_plain, measure.log10_capacity,
-                             result.margin, fitted.train_error, fitted.loss, fitted.epochs,
-                             test_error))
+            yield FittedNetwork(m, labelling, net, train.inputs, labels, fitted, test_error)
+
+
+def compute(scale: str, generator: torch.Generator) -> Computed:
+    from nngauge import capacity
+
+    settings = SETTINGS[scale]
+    rows, comparison = [], []
+    for f in fitted_networks(settings, generator):
+        result = capacity(f.net, f.inputs, f.labels, margin_percentile=5)
+        for name in MEASURES:
+            measure = result[name]
+            rows.append((f.labelling, f.m, name, measure.log10_plain, measure.log10_capacity,
+                         result.margin, f.fitted.train_error, f.fitted.loss, f.fitted.epochs,
+                         f.test_error))
     largest = settings.sizes[-1]
     value = {(r[0], r[1], r[2]): r[3] for r in rows}
     for name in MEASURES:

@@ -47,7 +47,14 @@ from nngauge.theory._regions import (
     max_regions_lower_bound,
     max_regions_upper_bound,
 )
-from nngauge.theory._shrinkage import ShrinkageBound, shrinkage_bound
+from nngauge.theory._sharpness_bound import SharpnessBound, sharpness_bound
+from nngauge.theory._shrinkage import (
+    ExcessConvexityBound,
+    ShrinkageBound,
+    excess_convexity,
+    excess_convexity_bound,
+    shrinkage_bound,
+)
 
 __all__ = [
     "CRITICAL_TOL",
@@ -55,11 +62,13 @@ __all__ = [
     "ActivationProfile",
     "CorrelationMap",
     "DivergentLengthMap",
+    "ExcessConvexityBound",
     "ExpectedRegionsInVolume",
     "ExpectedRegionsOnSegment",
     "GaussianRegionConstants",
     "KernelTrace",
     "RegionCountBound",
+    "SharpnessBound",
     "ShrinkageBound",
     "TrajectoryGrowthBound",
     "coefficient_of_nonaffinity",
@@ -67,6 +76,8 @@ __all__ = [
     "condition_number",
     "correlation_map",
     "critical_init",
+    "excess_convexity",
+    "excess_convexity_bound",
     "expected_regions_per_length",
     "expected_regions_per_volume",
     "gaussian_region_constants",
@@ -85,6 +96,7 @@ __all__ = [
     "nngp",
     "ntk",
     "profile",
+    "sharpness_bound",
     "shrinkage_bound",
     "trajectory_growth_bound",
 ]

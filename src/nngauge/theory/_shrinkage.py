@@ -179,3 +179,168 @@ def _layer_activations(activations, depth, where: str) -> list[Activation]:
                       f"{len(acts)} activations, depth={depth!r}",
                       "leave depth out, or pass one activation per layer")
     return acts
+
+
+@dataclass(frozen=True)
+class ExcessConvexityBound:
+    """The piecewise-linear upper bound on P_L o ... o P_1 on [0, 1] (shrinkage paper, remark 2).
+
+    With rho~_l = P_l o ... o P_1(0) (rho~_0 = 0) and the lower bound on the excess convexity of
+    the cropped composition (A.5 with A.6, or A.12 for the ResNet),
+
+        C = (1 - rho~_max) / 2 * sum_l terms_l,   rho~_max = max_{1<=l<=L} rho~_l,
+
+    property 1 of appendix A.3 bounds the composition for rho in [0, 1] by
+
+        P_L o ... o P_1(rho) <= rho~_L + (1 - rho~_L) g_C(rho),
+        g_C(t) = t / (1 + C)  for t <= 1 - 1 / (2 + C),   (1 + C) t - C  otherwise.
+
+    Attributes:
+        rho_tilde: rho~_0, ..., rho~_L (length L + 1).
+        terms: the per-layer terms ||phi_l - bar phi_l||^2 / ||phi_l'||^2 (Theorem 1) or their
+            ResNet version (Theorem 2), length L.
+        excess: C, the lower bound on e(P~_L o ... o P~_1).
+    """
+
+    rho_tilde: tuple[float, ...]
+    terms: tuple[float, ...]
+    excess: float
+
+    @property
+    def depth(self) -> int:
+        """L, the number of layers."""
+        return len(self.terms)
+
+    @property
+    def kink(self) -> float:
+        """The input correlation 1 - 1 / (2 + C) where the bound turns from flat to steep."""
+        return 1.0 - 1.0 / (2.0 + self.excess)
+
+    def __call__(self, rho: Any) -> np.ndarray:
+        """The upper bound at input correlations ``rho`` in [0, 1] (any shape).
+
+        Raises:
+            InvalidInputError: a correlation outside [0, 1] (the bound says nothing there).
+        """
+        t = np.asarray(rho, dtype=np.float64)
+        if not np.all(np.isfinite(t)) or np.any(t < 0.0) or np.any(t > 1.0):
+            raise invalid("ExcessConvexityBound()", "input correlations in [0, 1]",
+                          f"values in [{np.nanmin(t)}, {np.nanmax(t)}]",
+                          "the bound holds on [0, 1] only; clip or drop negative correlations")
+        c = self.excess
+        cropped = np.where(t <= self.kink, t / (1.0 + c), (1.0 + c) * t - c)
+        end = self.rho_tilde[-1]
+        return end + (1.0 - end) * cropped
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields and derived numbers as plain Python values."""
+        return {"rho_tilde": list(self.rho_tilde), "terms": list(self.terms),
+                "excess": self.excess, "depth": self.depth, "kink": self.kink}
+
+
+_CALLABLE = Check(callable, "a callable g on [0, 1]", (None, 0.5, "t ** 2"))
+
+
+def _is_map_or_maps(value: Any) -> bool:
+    from nngauge.theory._correlation import CorrelationMap
+
+    maps = [value] if isinstance(value, CorrelationMap) else list(value)
+    return bool(maps) and all(isinstance(m, CorrelationMap) for m in maps)
+
+
+_MAPS = Check(_is_map_or_maps, "a CorrelationMap or a non-empty sequence of them",
+              (None, [], "relu", [0.5]))
+
+
+@constrained(g=_CALLABLE)
+def excess_convexity(g: Any) -> float:
+    """The excess convexity e(g) = 1 / t - 2, where g(1 - t) = t (shrinkage paper, A.3).
+
+    g: [0, 1] -> [0, 1] non-decreasing and convex with g(0) = 0, g(1) = 1; t is found with
+    scipy's brentq on g(1 - t) - t (positive at t = 0, negative at t = 1). e(g) >= 0, with 0
+    only for the identity (property 2), and g'(1) >= 1 + e(g) (property 4).
+
+    Args:
+        g: a callable on floats in [0, 1].
+
+    Returns:
+        e(g), a float.
+
+    Raises:
+        InvalidInputError: g(0) != 0 or g(1) != 1 (to 1e-9).
+
+    Example:
+        >>> round(excess_convexity(lambda t: t ** 2), 6)  # t = (3 - sqrt 5) / 2
+        0.618034
+    """
+    from scipy.optimize import brentq
+
+    g0, g1 = float(g(0.0)), float(g(1.0))
+    if abs(g0) > 1e-9 or abs(g1 - 1.0) > 1e-9:
+        raise invalid("excess_convexity()", "g(0) = 0 and g(1) = 1", f"g(0)={g0}, g(1)={g1}",
+                      "crop and recentre the function to [0, 1]^2 first")
+    t = brentq(lambda s: float(g(1.0 - s)) - s, 0.0, 1.0, xtol=1e-15)
+    return 1.0 / t - 2.0
+
+
+@constrained(maps=_MAPS, depth=Maybe(Integer(1)))
+def excess_convexity_bound(maps: Any, depth: int | None = None) -> ExcessConvexityBound:
+    """Remark 2 of the shrinkage paper: a piecewise-linear upper bound on P_L o ... o P_1.
+
+    The bound drawn in blue on the paper's figure 1: see :class:`ExcessConvexityBound` for the
+    formula. The composition is cropped to [0, 1]^2 (A.2); the excess convexity of the cropped
+    composition is at least the sum of its layers' (property 5, superadditivity), each at least
+    (1 - rho~_{l-1}) ||phi_l - bar phi_l||^2 / (2 ||phi_l'||^2) (property 7; the ResNet layer
+    of eq. A.10 gets sigma_l^2 (1 - rho~_{l-1}) ||phi_l - bar phi_l||^2 / (2 (1 + sigma_l^2
+    ||phi_l'||^2)), appendix A.2); rho~_{l-1} is replaced by rho~_max as in remark 2; then
+    property 1 turns e >= C into the two line segments through (1 - 1/(2+C), 1/(2+C)).
+
+    Args:
+        maps: one :class:`~nngauge.theory.CorrelationMap` (``arch`` ``"layernorm"`` or
+            ``"resnet"`` without bias), repeated ``depth`` times, or a sequence of them, one
+            per layer (e.g. the paper's linear first layer, ``correlation_map("identity", ...)``,
+            then the nonlinear ones).
+        depth: L, required with a single map; must match a sequence when given.
+
+    Returns:
+        An :class:`ExcessConvexityBound`, callable on input correlations in [0, 1].
+
+    Raises:
+        InvalidInputError: no maps, a depth mismatch, an ``"mlp"`` map or a ResNet map with a
+            bias (the proof covers neither).
+
+    Example:
+        >>> from nngauge.theory import correlation_map, critical_init, excess_convexity_bound
+        >>> p = correlation_map("erf", *critical_init("erf"))
+        >>> b = excess_convexity_bound(p, 20)
+        >>> bool(b(0.5) >= p.iterate(0.5, 20)[-1])
+        True
+    """
+    from nngauge.theory._correlation import CorrelationMap
+
+    where = "excess_convexity_bound()"
+    if isinstance(maps, CorrelationMap):
+        if depth is None:
+            raise invalid(where, "depth with a single map", "depth=None",
+                          "pass depth=L, or one map per layer")
+        layer_maps = [maps] * int(depth)
+    else:
+        layer_maps = list(maps)
+        if depth is not None and depth != len(layer_maps):
+            raise invalid(where, "one map per layer (depth matching their number)",
+                          f"{len(layer_maps)} maps, depth={depth!r}",
+                          "leave depth out, or pass one map per layer")
+    if not layer_maps or not all(isinstance(m, CorrelationMap) for m in layer_maps):
+        raise invalid(where, "a CorrelationMap or a non-empty sequence of them",
+                      f"{maps!r}", "build them with nngauge.theory.correlation_map")
+    for m in layer_maps:
+        if m.arch == "mlp" or (m.arch == "resnet" and m.sigma_b != 0.0):
+            raise invalid(where, "layernorm maps, or resnet maps without bias (eq. 2.3, A.10)",
+                          f"arch={m.arch!r}, sigma_b={m.sigma_b}",
+                          "the paper's proof covers only these architectures")
+    rho = [0.0]
+    for m in layer_maps:
+        rho.append(float(m(rho[-1])))
+    terms = tuple(_layer_term(m.activation, m.sigma_w, m.arch) for m in layer_maps)
+    excess = (1.0 - max(rho[1:])) / 2.0 * float(sum(terms))
+    return ExcessConvexityBound(tuple(rho), terms, excess)
