@@ -41,10 +41,10 @@ class Settings:
 
 SETTINGS = {
     "small": Settings(spec={
-        "data": {"source": "waveform", "n": 300, "split": [0.6, 0.2, 0.2]},
-        "architectures": {"sample": 6, "overrides": {"width": 16}},
+        "data": {"source": "waveform", "n": 500, "split": [0.6, 0.2, 0.2]},
+        "architectures": {"sample": 64, "overrides": {"width": 16}},
         "measures": {"names": ["nlc"], "batch_size": 100},
-        "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 4},
+        "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3},
     }, workers=2),
     "paper": Settings(spec={  # appendix D (waveform: 5000 points, 3000/1000/1000) and E.2
         "dtype": "float64",
@@ -66,16 +66,13 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     with tempfile.TemporaryDirectory(prefix="nlc-figure2-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
         run = run_study(spec, url, workers=settings.workers or None)
-        if run.failed:
-            raise NNGaugeError(f"nlc-figure2 expected every study unit to finish; got "
-                               f"{len(run.failed)} failures: {sorted(run.failed.values())[:3]}. "
-                               "Fix: run the study with `nngauge study run` to see each error.")
+        undefined = undefined_at_initialization(run.failed)
         summary = summarize(url)
         names = _architecture_names(url, spec.study_id)
     rows = tuple(
-        (p["arch_index"], names[p["arch_index"]], p["nlc"], p["output_bias"],
-         bool(p["high_bias"]), bool(p["skip"]), p["best_lr"], p["best_val_error"],
-         p["test_error"])
+        (p["arch_index"], names[p["arch_index"]], p.get("nlc", math.nan),
+         p.get("output_bias", math.nan), bool(p["high_bias"]), bool(p["skip"]), p["best_lr"],
+         p["best_val_error"], p["test_error"])
         for p in summary.points)
     nlc_corr = next(c for c in summary.correlations if c.measure == "nlc")
     low, high = summary.ideal_nlc_range or (math.nan, math.nan)
@@ -91,8 +88,72 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                    "output bias > 1000"),
         Comparison("architectures with skip connections", float(sum(r[5] for r in rows)), None,
                    ""),
+        Comparison("architectures with a constant output at initialization", float(undefined),
+                   None, "NLC undefined (no output variance): left out of the correlations"),
+        *_more_statistics(rows, generator),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
+
+
+def _more_statistics(rows, generator: torch.Generator) -> list[Comparison]:
+    """Spearman's 95% bootstrap interval (paired resampling of architectures), Spearman without
+    the high-bias architectures (the paper's red points, which fail whatever their NLC), and
+    the skip-connection claim of section 4 / B.3: lower NLC with skip connections, and lower
+    test error at a given NLC (mean residual of a fit of test error on log NLC)."""
+    import numpy as np
+    from scipy import stats
+
+    points = [r for r in rows if _positive(r[2]) and _finite(r[8])]
+    nlc = np.array([r[2] for r in points])
+    error = np.array([r[8] for r in points])
+    spearman = lambda a, b: stats.spearmanr(a, b)[0]  # noqa: E731
+    interval = stats.bootstrap((nlc, error), spearman, paired=True, vectorized=False,
+                               n_resamples=999, method="percentile",
+                               random_state=np.random.default_rng(seed_from(generator)))
+    low, high = interval.confidence_interval
+    clean = [i for i, r in enumerate(points) if not r[4]]
+    rho, p = stats.spearmanr(nlc[clean], error[clean])
+    skip = np.array([bool(r[5]) for r in points])
+    fit = np.polyfit(np.log(nlc[clean]), error[clean], 1)
+    residual = error - np.polyval(fit, np.log(nlc))
+    no_bias = ~np.array([bool(r[4]) for r in points])
+    return [
+        Comparison("Spearman rho, 95% bootstrap interval low", float(low), None,
+                   "999 paired resamples of the architectures"),
+        Comparison("Spearman rho, 95% bootstrap interval high", float(high), None, ""),
+        Comparison("Spearman rho without high output bias", float(rho), None,
+                   f"p = {p:.3g}, n = {len(clean)}"),
+        Comparison("median NLC, with / without skip connections",
+                   float(np.median(nlc[skip]) / np.median(nlc[~skip])), None,
+                   f"{np.median(nlc[skip]):.3g} / {np.median(nlc[~skip]):.3g}; section 4: "
+                   "skip connections lead to lower NLC (< 1)"),
+        Comparison("test error at a given NLC, with - without skip connections",
+                   float(residual[skip & no_bias].mean() - residual[~skip & no_bias].mean()),
+                   None, "mean residual of a linear fit of test error on log NLC; B.3: lower "
+                   "test error for a given NLC with skip connections (< 0)"),
+    ]
+
+
+CONSTANT_OUTPUT = "constant output"
+"""How a measure unit fails on a network whose output does not vary over the data at
+initialization (e.g. every unit of a layer dead): its NLC and output bias are undefined."""
+
+
+def undefined_at_initialization(failed: dict[str, str]) -> int:
+    """The number of failed study units whose network has a constant output at initialization
+    (a sampled architecture can be dead: a data point, not an error); any other failure raises.
+
+    Example:
+        >>> undefined_at_initialization({"u1": "InvalidInputError: nlc() expected outputs "
+        ...                              "that vary; got a constant output (std 0)."})
+        1
+    """
+    other = sorted(reason for reason in failed.values() if CONSTANT_OUTPUT not in reason)
+    if other:
+        raise NNGaugeError(f"nlc-figure2 expected every study unit to finish; got "
+                           f"{len(other)} failures: {other[:3]}. Fix: run the study with "
+                           "`nngauge study run` to see each error.")
+    return len(failed)
 
 
 def _architecture_names(url: str, study_id: str) -> dict[int, str]:
@@ -159,12 +220,20 @@ def _positive(value) -> bool:
 
 
 def judge(computed: Computed) -> Verdict:
-    """The paper: NLC predicts test error (figure 2, a positive rank correlation)."""
+    """The paper: NLC predicts test error (figure 2, a positive rank correlation); the skip
+    connections' part of the claim (section 4, B.3) is reported either way."""
     rho = computed.compared("Spearman").ours
     note = computed.compared("Spearman").note
     n = len(computed.rows)
+    low = computed.compared("Spearman rho, 95% bootstrap interval low").ours
+    high = computed.compared("Spearman rho, 95% bootstrap interval high").ours
+    skip_nlc = computed.compared("median NLC, with / without skip").ours
+    skip_error = computed.compared("test error at a given NLC").ours
+    skips = (f"; skip connections: median NLC ratio {skip_nlc:.2f} (paper: < 1), test error at "
+             f"a given NLC {skip_error:+.3f} (paper: < 0)")
     if rho > 0 and "p = " in note and float(note.split("p = ")[1].split(",")[0]) < 0.05:
-        return Verdict("reproduced", f"Spearman rho {rho:.2f} ({note}).")
+        return Verdict("reproduced", f"Spearman rho {rho:.2f} ({note}; 95% bootstrap interval "
+                       f"{low:.2f} to {high:.2f})" + skips + ".")
     if rho > 0:
         return Verdict("qualitatively", f"Spearman rho {rho:.2f} ({note}): the sign of the "
                        f"paper's relation, not significant with {n} architectures.")
@@ -180,10 +249,10 @@ REPRODUCTION = Reproduction(
                 "waveform-noise (a study: sampler, NLC, E.2 training, rank correlations)",
     differences={
         "small": (
-            "6 sampled architectures of width 16 (the sampler's width gives ~1M parameters) "
+            "64 sampled architectures of width 16 (the sampler's width gives ~1M parameters) "
             "instead of 250 per data set (750 over the paper's three data sets)",
-            "300 waveform points (180/60/60) instead of 5000 (3000/1000/1000)",
-            "2 starting learning rates (0.03, 0.3) and at most 4 epochs per run, instead of 40 "
+            "500 waveform points (300/100/100) instead of 5000 (3000/1000/1000)",
+            "2 starting learning rates (0.03, 0.3) and at most 3 epochs per run, instead of 40 "
             "rates from E.2's heuristic and training until the schedule ends; float32",
             "waveform-noise only: the MNIST and CIFAR10 panels and the insets are not drawn; "
             "the paper prints no correlation, so Spearman / Kendall have no paper value",
@@ -194,7 +263,7 @@ REPRODUCTION = Reproduction(
             "the paper prints no correlation, so Spearman / Kendall have no paper value",
         ),
     },
-    small_runtime="~11 s",
+    small_runtime="~30 s",
     compute=compute,
     plot=plot,
     claim=("The NLC at initialization predicts the test error after training: the best "
