@@ -273,6 +273,15 @@ def _md(text: str) -> str:
     return " ".join(str(text).replace("|", "\\|").split())
 
 
+def digit_splits(generator: torch.Generator):
+    """scikit-learn's digits split 60/20/20 at random (seeded from ``generator``) and
+    standardized per pixel on the training part: (train, validation, test)."""
+    from nngauge.data import digits, split, standardize
+
+    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), seed=seed_from(generator)))
+    return splits
+
+
 def seed_from(generator: torch.Generator) -> int:
     """A numpy / data seed drawn from the torch generator (so one seed drives everything)."""
     return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))

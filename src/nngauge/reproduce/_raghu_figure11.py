@@ -3,7 +3,8 @@ trajectory regularization layers in place of the batchnorm layers (Raghu et al.,
 Expressive Power of Deep Neural Networks", ICML 2017, section 3.3, figure 11).
 
 Data: scikit-learn's digits, split at random 60/20/20 into train, validation (unused) and
-test and standardized per pixel on the training part (:func:`digit_splits`). The network is a
+test and standardized per pixel on the training part
+(:func:`~nngauge.reproduce._base.digit_splits`). The network is a
 small conv net (:func:`conv_net`): conv 3x3 (1 -> c) - ReLU - conv 3x3 (c -> c) - ReLU -
 max-pool 2 - conv 3x3 (c -> 2c) - ReLU - max-pool 2 - linear (8c -> h) - ReLU - linear
 (h -> 10), five weight layers, weights N(0, 2 / fan_in) (sigma_w^2 = 2, figure 10's "typical"
@@ -51,7 +52,8 @@ import torch
 from torch import nn
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
+                                      digit_splits, seed_from)
 
 COLUMNS = ("network", "variant", "epoch", "step", "train_loss", "penalty", "train_accuracy",
            "test_accuracy")
@@ -99,14 +101,6 @@ def conv_net(channels: int, hidden: int, sigma_w2: float, generator: torch.Gener
                 module.weight.normal_(0.0, math.sqrt(sigma_w2 / fan_in), generator=generator)
                 module.bias.zero_()
     return net
-
-
-def digit_splits(generator: torch.Generator):
-    """Digits split 60/20/20 at random (seeded from ``generator``), standardized on train."""
-    from nngauge.data import digits, split, standardize
-
-    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), seed=seed_from(generator)))
-    return splits
 
 
 def networks(settings: Settings, generator: torch.Generator) -> dict[str, nn.Sequential]:

@@ -94,14 +94,6 @@ def pixel_splits(generator: torch.Generator):
                  seed=seed_from(generator))
 
 
-def digit_splits(generator: torch.Generator):
-    """Digits split 60/20/20 at random (seeded from ``generator``), standardized on train."""
-    from nngauge.data import digits, split, standardize
-
-    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), seed=seed_from(generator)))
-    return splits
-
-
 def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge import weight_noise_robustness
     from nngauge.training import fit

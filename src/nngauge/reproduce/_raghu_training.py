@@ -52,7 +52,8 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
+                                      digit_splits, seed_from)
 
 COLUMNS = ("experiment", "activation", "sigma_w2_init", "network", "step", "layer", "quantity",
            "value")
@@ -101,10 +102,8 @@ SETTINGS = {
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
-    from nngauge.data import digits, split, standardize
-
     settings = SETTINGS[scale]
-    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), seed=seed_from(generator)))
+    splits = digit_splits(generator)
     steps_per_epoch = math.ceil(len(splits[0].labels) / BATCH_SIZE)
     rows, comparison = [], []
     for activation, sigma_w2 in TRACKED:

@@ -68,7 +68,8 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite, short
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
+                                      digit_splits)
 
 TRACKED_COLUMNS = {
     "train_error": "train_error",
@@ -179,12 +180,10 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     is the Tracker: its ``history``, its ``data`` (D) and ``seed``, and the weights at every
     measured step (``weight_snapshots``), with which any tracked value can be recomputed by
     the functional call."""
-    from nngauge.data import digits, split, standardize
     from nngauge.training import Tracker, fit, log_steps
 
     settings = SETTINGS[scale]
-    (train, val, test), _ = standardize(*split(digits(), (0.6, 0.2, 0.2),
-                                               seed=seed_from(generator)))
+    train, val, test = digit_splits(generator)
     last = settings.epochs * math.ceil(len(train.labels) / settings.batch_size)
     tracker = Tracker(tracked_measures(settings, train, test), data=train,
                       schedule=sorted({*log_steps(settings.per_decade, last), last}),
