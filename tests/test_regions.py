@@ -76,3 +76,28 @@ def test_error_preserving_perturbation_of_a_linear_classifier():
     assert 0.0 < result.median < 1e3
     with pytest.raises(InvalidInputError, match="labels"):
         error_preserving_perturbation(model, X, **SMALL)
+
+
+def test_batch_statistics_walks_are_mapped_per_k_exactly():
+    """A network normalizing with batch statistics couples its batch, so the walk cannot
+    stack the k values into one batch: it maps them with vmap, each k's batch normalized by
+    its own statistics. Brute force: one call per k gives the same outputs to the last bit,
+    and the network's running buffers and parameters are left as they were."""
+    from nngauge._internal.adapter import ModelAdapter
+    from nngauge.measures.propagation._region_size import _forward_along
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
+    model.double().train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    adapter = ModelAdapter(model, where="test")
+    ks = k_grid(1e3)
+    step = torch.randn_like(X[:50])
+    with adapter.active(data=X):
+        assert adapter.coupled
+        mapped = _forward_along(adapter, X[:50], X[:50], step, ks, coupled=True)
+        looped = [adapter(X[:50] + k * step, X[:50]) for k in (0.0, *ks.tolist())]
+    assert len(mapped) == len(ks) + 1
+    for a, b in zip(mapped, looped):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

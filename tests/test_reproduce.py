@@ -403,6 +403,114 @@ def test_figure2_rows_flags_and_correlations(figure2):
     assert any(line.startswith("64 sampled") for line in figure2.differences)
 
 
+# --- nlc-figure3, nlc-figure9, nlc-figure10: the same study as nlc-figure2 -------------------
+
+@pytest.fixture(scope="module")
+def figure3(tmp_path_factory, figure2):
+    return run("nlc-figure3", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def figure9(tmp_path_factory, figure2):
+    return run("nlc-figure9", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def figure10(tmp_path_factory, figure2):
+    return run("nlc-figure10", tmp_path_factory)
+
+
+def records(result):
+    return [dict(zip(result.computed.columns, r)) for r in result.computed.rows]
+
+
+def measured(result, *columns):
+    return [r for r in records(result)
+            if all(isinstance(r[c], float) and math.isfinite(r[c]) and r[c] > 0
+                   for c in columns)]
+
+
+@pytest.mark.slow
+def test_figures_3_9_10_read_the_one_study_of_figure2(figure2, figure3, figure9, figure10):
+    """Figures 3, 9 and 10 plot the architectures of figure 2 (one study per seed and scale,
+    run once): the same names, NLCs and test errors, row for row, in CSVs with the declared
+    columns."""
+    base = {r["arch_index"]: r for r in records(figure2)}
+    for result, columns in ((figure3, ("arch_index", "architecture", "skip", "high_bias",
+                                       "output_bias", "nlc", "nlc_after", "output_bias_after",
+                                       "error_preserving_perturbation", "test_error")),
+                            (figure9, ("arch_index", "architecture", "skip", "high_bias",
+                                       "output_bias", "output_bias_after", "nlc",
+                                       "test_error")),
+                            (figure10, ("arch_index", "architecture", "skip", "high_bias",
+                                        "nlc", "output_bias", "test_error"))):
+        check_files(result, columns, 64)
+        for r in records(result):
+            same = base[r["arch_index"]]
+            assert r["architecture"] == same["architecture"]
+            assert r["test_error"] == same["test_error"]
+            assert r["nlc"] == same["nlc"] or (math.isnan(r["nlc"]) and math.isnan(same["nlc"]))
+
+
+@pytest.mark.slow
+def test_figure3_nlc_after_training_bias_and_robustness(figure3):
+    """NLC paper figure 3: (A) the best tenth start with a low output bias and no
+    architecture with a bias > 1000 beats chance; (B) training lowers the NLC of most
+    architectures (> 70%) and the initial NLC predicts the final one (Spearman > 0.5,
+    p < 1e-3); (E) the higher the initial NLC, the smaller the perturbation of the test set
+    that raises its error by 5% (Spearman < 0). Panel C's claim, that the NLC after training
+    predicts test error less well than before, fails here, and the verdict says so: the
+    command reports panels that fail instead of hiding them."""
+    rows = measured(figure3, "nlc", "nlc_after", "output_bias")
+    assert len(rows) >= 55
+    best = sorted(rows, key=lambda r: r["test_error"])[:math.ceil(0.1 * len(rows))]
+    assert max(r["output_bias"] for r in best) < 10
+    assert all(r["test_error"] > 0.55 for r in rows if r["output_bias"] > 1000)
+    decreased = np.mean([r["nlc_after"] < r["nlc"] for r in rows])
+    assert decreased > 0.7
+    rho, p = stats.spearmanr([r["nlc"] for r in rows], [r["nlc_after"] for r in rows])
+    assert rho > 0.5 and p < 1e-3
+    assert comparison(figure3, "B: Spearman").ours == pytest.approx(rho, abs=1e-12)
+    robust = measured(figure3, "nlc", "error_preserving_perturbation")
+    rho_e = stats.spearmanr([r["nlc"] for r in robust],
+                            [r["error_preserving_perturbation"] for r in robust])[0]
+    assert rho_e < 0 and comparison(figure3, "E: Spearman").ours == pytest.approx(rho_e)
+    assert figure3.verdict.status == "qualitatively"
+    assert "C fails" in figure3.verdict.reason and "B holds" in figure3.verdict.reason
+
+
+@pytest.mark.slow
+def test_figure9_bias_falls_in_training_and_a_low_final_bias_is_necessary(figure9):
+    """NLC paper figure 9 (B.2): (A) the output bias decreases in training for at least half
+    the architectures; (B) every architecture better than chance ends training with a bias
+    <= 10, and none that ends above 10 beats chance; (C) some architectures have a high
+    initial bias (> 10) but an NLC in the ideal range (<= 3)."""
+    rows = measured(figure9, "output_bias", "output_bias_after", "nlc")
+    assert np.mean([r["output_bias_after"] < r["output_bias"] for r in rows]) >= 0.5
+    good = [r for r in rows if r["test_error"] < 2 / 3 - 0.1]
+    assert len(good) >= 10 and max(r["output_bias_after"] for r in good) <= 10
+    assert all(r["test_error"] >= 2 / 3 - 0.1 for r in rows if r["output_bias_after"] > 10)
+    assert any(r["output_bias"] > 10 and r["nlc"] <= 3 for r in rows)
+    assert figure9.verdict.status in ("reproduced", "qualitatively")
+    assert "A holds" in figure9.verdict.reason and "B holds" in figure9.verdict.reason
+
+
+@pytest.mark.slow
+def test_figure10_splits_figure2_by_skip_connections(figure10):
+    """NLC paper figure 10: each panel holds exactly the architectures with / without skip
+    connections, and each shows figure 2's relation (Spearman(NLC, test error) > 0, equal
+    to scipy's on the panel's rows); the residual shift is the mean over each group."""
+    rows = measured(figure10, "nlc")
+    for label, skip in (("without skip connections", False), ("with skip connections", True)):
+        group = [r for r in rows if r["skip"] == skip]
+        rho = stats.spearmanr([r["nlc"] for r in group], [r["test_error"] for r in group])[0]
+        assert rho > 0
+        assert comparison(figure10, f"{label}: Spearman").ours == pytest.approx(rho)
+        assert comparison(figure10, f"{label}: median NLC").ours == pytest.approx(
+            np.median([r["nlc"] for r in group]))
+    assert figure10.verdict.status in ("reproduced", "qualitatively")
+
+
 # --- neyshabur-random-labels -----------------------------------------------------------------
 
 @pytest.mark.slow
@@ -542,7 +650,7 @@ def test_figure2_keeps_dead_architectures_as_data_and_raises_on_other_failures()
     """A sampled architecture whose output is constant at initialization has no NLC: it is
     counted and left out of the correlations (it failed the whole command before); any other
     failed unit still stops the command, saying which."""
-    from nngauge.reproduce._nlc_figure2 import undefined_at_initialization
+    from nngauge.reproduce._nlc_study import undefined_at_initialization
 
     dead = ("InvalidInputError: nlc() expected outputs of 'output' that vary over the data; got "
             "a constant output (standard deviation 0). Fix: pass more diverse inputs.")

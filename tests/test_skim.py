@@ -76,3 +76,18 @@ def test_nngauge_mlp_skims_through_its_sequential_form():
         skim(net, "layers.1.linear", "layers.3.act", X)
     with pytest.raises(InvalidInputError, match="skip=None"):
         mlp(8, 16, 5, 2, skip=0.5).to_sequential()
+
+
+def test_skimmed_network_trains_like_the_original():
+    """The skimmed copy can be trained (shrinkage section 4.2 trains it beside the full
+    network): its parameters require grad where the original's do, frozen ones stay frozen,
+    and the original's flags are untouched."""
+    model = deep_tanh()
+    model[0].weight.requires_grad_(False)
+    result = skim(model, "4", "7", X)
+    flags = [p.requires_grad for p in result.model.parameters()]
+    assert flags == [False] + [True] * (len(flags) - 1)
+    assert [p.requires_grad for p in model.parameters()][:2] == [False, True]
+    result.model(X).sum().backward()
+    assert result.model[4].linear.weight.grad is not None
+    assert result.model[-1].weight.grad is not None

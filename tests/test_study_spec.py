@@ -2,6 +2,7 @@
 plan and keys are deterministic, architectures rebuild to the same network."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,41 @@ def test_sampled_path_with_a_stand_in_sampler(monkeypatch):
     bad = parse_spec({**ONE_ARCH, "architectures": {"sample": 1, "overrides": {"widht": 6}}})
     with pytest.raises(InvalidInputError, match="architectures.overrides"):
         resolve_architectures(bad)
+
+
+def test_measure_after_measures_the_trained_network_and_keeps_a_dead_ones_errors(monkeypatch):
+    """``training.measure_after``: a training unit measures its trained network (the best
+    weights fit leaves) into ``<column>_after`` columns; a measure undefined on it because
+    training made its output constant records NaN and keeps the run's errors, while any other
+    failure still fails the unit. Unknown names are refused like ``measures.names``."""
+    from nngauge.studies import _units
+    from nngauge.studies._units import run_unit
+
+    spec = parse_spec({**ONE_ARCH, "training": {"lrs": [0.1], "max_epochs": 1,
+                                                "measure_after": ["nlc"]}})
+    arch = resolve_architectures(spec)[0]
+    init, train = plan_units(spec)
+    result = run_unit(UnitTask(spec, arch, train))
+    assert set(result["measures"]) == {"nlc_after", "output_bias_after"}
+    assert all(math.isfinite(v) for v in result["measures"].values())
+    before = run_unit(UnitTask(spec, arch, init))["measures"]["nlc"]
+    assert result["measures"]["nlc_after"] != before  # the trained network, not the initial
+
+    def dead(*args):
+        raise InvalidInputError("nlc() expected outputs that vary; got a constant output.")
+
+    monkeypatch.setitem(_units._MEASURE_RUNNERS, "nlc", dead)
+    kept = run_unit(UnitTask(spec, arch, train))
+    assert all(math.isnan(v) for v in kept["measures"].values())
+    assert kept["train"]["test_error"] == result["train"]["test_error"]
+    with pytest.raises(InvalidInputError, match="constant output"):
+        run_unit(UnitTask(spec, arch, init))  # at initialization it is the unit's failure
+
+    def broken(*args):
+        raise InvalidInputError("nlc() expected something else.")
+
+    monkeypatch.setitem(_units._MEASURE_RUNNERS, "nlc", broken)
+    with pytest.raises(InvalidInputError, match="something else"):
+        run_unit(UnitTask(spec, arch, train))
+    with pytest.raises(NNGaugeError, match="training.measure_after"):
+        parse_spec({**ONE_ARCH, "training": {"measure_after": ["nlc", "rho"]}})

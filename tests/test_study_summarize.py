@@ -143,3 +143,38 @@ def test_non_finite_measures_are_left_out_of_their_correlation(tmp_path):
     assert result.points[1]["kernel_condition_number"] == math.inf  # stored as it was
     assert math.isnan(result.points[3]["kernel_condition_number"])
     assert result.ideal_nlc_range is None  # no NLC measured
+
+
+def test_measures_after_training_and_the_lowest_training_error_come_from_their_runs(tmp_path):
+    """With ``training.measure_after``, a training unit stores the trained network's measures
+    as ``<column>_after``: a point carries those of its selected run (lowest validation
+    error, NLC paper E.2), never another rate's, with that run's grid index and training
+    error; the run of lowest training error (figures 3D, 7B, 8B) is reported beside it. The
+    after-training columns get their own correlations with test error (figure 3C)."""
+    spec = parse_spec({"architectures": {"explicit": [{"width": 4, "depth": 3}] * N}})
+    engine = open_db(f"sqlite:///{tmp_path / 'after.db'}")
+    register_study(engine, spec, [Architecture(i, {"skip": None}) for i in range(N)])
+    after = RNG.uniform(0.5, 5, (N, 2))
+    train = RNG.uniform(0.0, 0.5, (N, 2))
+    for i in range(N):
+        write_unit(engine, spec.study_id, Unit(f"i{i}", "init", i, 0), {
+            "measures": {"nlc": NLC[i]}, "seconds": 0.0})
+        for j, lr in enumerate(LRS):
+            write_unit(engine, spec.study_id, Unit(f"t{i}-{j}", "train", i, 0, lr, j), {
+                "measures": {"nlc_after": after[i, j]}, "seconds": 0.0,
+                "train": {"best_val_error": VAL[i, j], "test_error": TEST[i, j],
+                          "train_error": train[i, j], "epochs": 3, "diverged": False}})
+    engine.dispose()
+    result = summarize(f"sqlite:///{tmp_path / 'after.db'}")
+    rows, best, lowest = np.arange(N), VAL.argmin(1), train.argmin(1)
+    assert result.columns == ("nlc", "nlc_after")
+    assert [p["nlc_after"] for p in result.points] == pytest.approx(after[rows, best])
+    assert [p["best_lr_index"] for p in result.points] == best.tolist()
+    assert [p["train_error"] for p in result.points] == pytest.approx(train[rows, best])
+    assert [p["lowest_train_error"] for p in result.points] == pytest.approx(train.min(1))
+    assert [p["lowest_train_error_lr"] for p in result.points] == [LRS[j] for j in lowest]
+    assert [p["lowest_train_error_index"] for p in result.points] == lowest.tolist()
+    correlation = result.correlations[1]
+    assert correlation.measure == "nlc_after"
+    assert correlation.spearman == pytest.approx(
+        stats.spearmanr(after[rows, best], TEST[rows, best])[0], rel=1e-12)

@@ -176,6 +176,22 @@ def measurement_context() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def mappable_batch_statistics(model: nn.Module) -> Iterator[None]:
+    """Within: the batchnorm layers that normalize with batch statistics read and update no
+    running buffers (set to None for the block, restored after), so the model can be mapped
+    with ``torch.func.vmap`` over a leading dimension of whole batches, each normalized by its
+    own statistics: the same outputs as one call per batch, which in the measurement state
+    would not keep its running-buffer updates either."""
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    buffers = {f"{name}.{buffer}": None for name, m in model.named_modules()
+               if isinstance(m, _BATCH_STATISTICS) and m.training and m.track_running_stats
+               for buffer in ("running_mean", "running_var", "num_batches_tracked")}
+    with _reparametrize_module(model, buffers):
+        yield
+
+
 def require_real_finite_weights(model: nn.Module, where: str) -> None:
     """Refuse meta-device weights (no values) and NaN or infinite parameters or buffers:
     every number measured from them would be meaningless."""

@@ -28,7 +28,7 @@ import torch
 
 from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
-from nngauge.reproduce._nlc_figure2 import describe
+from nngauge.reproduce._nlc_study import describe
 
 COLUMNS = ("arch_index", "architecture", "depth", "activation", "norm", "skip", "nlc",
            "output_bias", "region_diameter", "below_grid", "above_grid")

@@ -1,31 +1,25 @@
 """``nlc-figure2``: NLC at initialization vs test error over sampled architectures (NLC paper,
 figure 2, waveform-noise panel; appendix E.2).
 
-A study (:mod:`nngauge.studies`) on waveform-noise: architectures drawn by the paper's sampler
-(:func:`nngauge.nn.sample_architecture`, appendix C), each measured at initialization (NLC and
-output bias, :func:`nngauge.nlc`) and trained with :func:`nngauge.training.fit` (E.2's protocol)
-from every starting learning rate of a grid; the trained network is the run of lowest
-validation error, and its test error is plotted against the initial NLC. Red points: high
-output bias (output bias > 1000, the paper's flag); blue: skip connections. Spearman's rho and
-Kendall's tau between NLC and test error come from :func:`nngauge.studies.summarize`.
-
-The study's SQLite database lives in a temporary directory that is deleted after the run (the
-reproduction writes only ``nlc-figure2.csv`` and ``nlc-figure2.png``).
+The NLC study on waveform-noise (:mod:`nngauge.reproduce._nlc_study`, shared with figures 3, 9
+and 10): architectures drawn by the paper's sampler, measured at initialization and trained
+with E.2's protocol; the test error of the run of lowest validation error is plotted against
+the initial NLC. Red points: high output bias (output bias > 1000, the paper's flag); blue:
+skip connections. Spearman's rho and Kendall's tau between NLC and test error come from
+:func:`nngauge.studies.summarize`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from nngauge._citations import cite
-from nngauge.errors import NNGaugeError
+from nngauge.reproduce import _nlc_study
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._nlc_study import finite as _finite
+from nngauge.reproduce._nlc_study import positive as _positive
 
 IDEAL_RANGE = (1.0, 3.0)
 """The paper's observed ideal NLC range, 1 <~ NLC <~ 3 (section 4), drawn on the plot."""
@@ -33,47 +27,11 @@ COLUMNS = ("arch_index", "architecture", "nlc", "output_bias", "high_bias", "ski
            "best_lr", "best_val_error", "test_error")
 
 
-@dataclass(frozen=True)
-class Settings:
-    spec: dict
-    workers: int
-
-
-SETTINGS = {
-    "small": Settings(spec={
-        "data": {"source": "waveform", "n": 500, "split": [0.6, 0.2, 0.2]},
-        "architectures": {"sample": 64, "overrides": {"width": 16}},
-        "measures": {"names": ["nlc"], "batch_size": 100},
-        "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3},
-    }, workers=2),
-    "paper": Settings(spec={  # appendix D (waveform: 5000 points, 3000/1000/1000) and E.2
-        "dtype": "float64",
-        "data": {"source": "waveform", "n": 5000, "split": [0.6, 0.2, 0.2]},
-        "architectures": {"sample": 250},
-        "measures": {"names": ["nlc"], "batch_size": 250},
-        "training": {"lr_start": "auto", "lr_factor": 3.0, "n_lrs": 40, "lr_scale": 1e-8,
-                     "batch_size": 250},
-    }, workers=0),  # 0: every CPU
-}
-
-
 def compute(scale: str, generator: torch.Generator) -> Computed:
-    from nngauge.studies import parse_spec, run_study, summarize
-
-    settings = SETTINGS[scale]
-    spec = parse_spec({"name": f"nlc-figure2-{scale}", "seed": seed_from(generator),
-                       **settings.spec})
-    with tempfile.TemporaryDirectory(prefix="nlc-figure2-") as folder:
-        url = f"sqlite:///{Path(folder) / 'study.db'}"
-        run = run_study(spec, url, workers=settings.workers or None)
-        undefined = undefined_at_initialization(run.failed)
-        summary = summarize(url)
-        names = _architecture_names(url, spec.study_id)
-    rows = tuple(
-        (p["arch_index"], names[p["arch_index"]], p.get("nlc", math.nan),
-         p.get("output_bias", math.nan), bool(p["high_bias"]), bool(p["skip"]), p["best_lr"],
-         p["best_val_error"], p["test_error"])
-        for p in summary.points)
+    study = _nlc_study.run(scale, seed_from(generator))
+    summary = study.summary
+    rows = tuple(tuple(p.get(column, math.nan) for column in COLUMNS)
+                 for p in study.points())
     nlc_corr = next(c for c in summary.correlations if c.measure == "nlc")
     low, high = summary.ideal_nlc_range or (math.nan, math.nan)
     comparison = (
@@ -88,8 +46,9 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                    "output bias > 1000"),
         Comparison("architectures with skip connections", float(sum(r[5] for r in rows)), None,
                    ""),
-        Comparison("architectures with a constant output at initialization", float(undefined),
-                   None, "NLC undefined (no output variance): left out of the correlations"),
+        Comparison("architectures with a constant output at initialization",
+                   float(study.undefined), None,
+                   "NLC undefined (no output variance): left out of the correlations"),
         *_more_statistics(rows, generator),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
@@ -134,63 +93,6 @@ def _more_statistics(rows, generator: torch.Generator) -> list[Comparison]:
     ]
 
 
-CONSTANT_OUTPUT = "constant output"
-"""How a measure unit fails on a network whose output does not vary over the data at
-initialization (e.g. every unit of a layer dead): its NLC and output bias are undefined."""
-
-
-def undefined_at_initialization(failed: dict[str, str]) -> int:
-    """The number of failed study units whose network has a constant output at initialization
-    (a sampled architecture can be dead: a data point, not an error); any other failure raises.
-
-    Example:
-        >>> undefined_at_initialization({"u1": "InvalidInputError: nlc() expected outputs "
-        ...                              "that vary; got a constant output (std 0)."})
-        1
-    """
-    other = sorted(reason for reason in failed.values() if CONSTANT_OUTPUT not in reason)
-    if other:
-        raise NNGaugeError(f"nlc-figure2 expected every study unit to finish; got "
-                           f"{len(other)} failures: {other[:3]}. Fix: run the study with "
-                           "`nngauge study run` to see each error.")
-    return len(failed)
-
-
-def _architecture_names(url: str, study_id: str) -> dict[int, str]:
-    from sqlalchemy import select
-
-    from nngauge.studies._db import architectures, open_db
-
-    engine = open_db(url, create=False)
-    try:
-        with engine.connect() as conn:
-            found = conn.execute(select(architectures.c.arch_index, architectures.c.config)
-                                 .where(architectures.c.study_id == study_id)).all()
-    finally:
-        engine.dispose()
-    return {index: describe(json.loads(config)) for index, config in found}
-
-
-def describe(config: dict) -> str:
-    """A short name of an :class:`~nngauge.nn.MLPConfig` dict.
-
-    Example:
-        >>> describe({"depth": 5, "width": 16, "activation": "tanh", "norm": "batch",
-        ...           "skip": 0.5, "skip_start": "linear", "bias_std": 0.0, "scale": 1.0})
-        'depth 5, width 16, tanh, batch norm, skip 0.5 (linear)'
-    """
-    parts = [f"depth {config['depth']}", f"width {config['width']}", config["activation"]]
-    if config.get("norm"):
-        parts.append(f"{config['norm']} norm")
-    if config.get("skip") is not None:
-        parts.append(f"skip {config['skip']:.3g} ({config['skip_start']})")
-    if config.get("bias_std"):
-        parts.append(f"bias std {config['bias_std']:.3g}")
-    if config.get("scale", 1.0) != 1.0:
-        parts.append(f"scale {config['scale']:g}")
-    return ", ".join(parts)
-
-
 def plot(computed: Computed, figure) -> None:
     ax = figure.subplots()
     groups = (("high output bias", "tab:red", lambda r: r["high_bias"]),
@@ -209,14 +111,6 @@ def plot(computed: Computed, figure) -> None:
     ax.set_ylabel("test error (best learning rate)")
     ax.set_title("waveform-noise", fontsize=9)
     ax.legend(fontsize=8)
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def _positive(value) -> bool:
-    return _finite(value) and value > 0
 
 
 def judge(computed: Computed) -> Verdict:
@@ -248,22 +142,14 @@ REPRODUCTION = Reproduction(
     description="NLC at initialization vs test error of sampled architectures trained on "
                 "waveform-noise (a study: sampler, NLC, E.2 training, rank correlations)",
     differences={
-        "small": (
-            "64 sampled architectures of width 16 (the sampler's width gives ~1M parameters) "
-            "instead of 250 per data set (750 over the paper's three data sets)",
-            "500 waveform points (300/100/100) instead of 5000 (3000/1000/1000)",
-            "2 starting learning rates (0.03, 0.3) and at most 3 epochs per run, instead of 40 "
-            "rates from E.2's heuristic and training until the schedule ends; float32",
-            "waveform-noise only: the MNIST and CIFAR10 panels and the insets are not drawn; "
-            "the paper prints no correlation, so Spearman / Kendall have no paper value",
-        ),
-        "paper": (
-            "waveform-noise only (250 architectures): the MNIST and CIFAR10 panels (the other "
-            "500 of the 750) and the insets are not drawn",
-            "the paper prints no correlation, so Spearman / Kendall have no paper value",
-        ),
+        "small": (*_nlc_study.DIFFERENCES["small"],
+                  "the insets are not drawn; the paper prints no correlation, so Spearman / "
+                  "Kendall have no paper value"),
+        "paper": (*_nlc_study.DIFFERENCES["paper"],
+                  "the insets are not drawn; the paper prints no correlation, so Spearman / "
+                  "Kendall have no paper value"),
     },
-    small_runtime="~30 s",
+    small_runtime="~75 s",
     compute=compute,
     plot=plot,
     claim=("The NLC at initialization predicts the test error after training: the best "

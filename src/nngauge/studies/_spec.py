@@ -30,6 +30,8 @@ measures, training protocol, learning rates and seeds::
                                     # lr_start = "auto": the paper's E.2 heuristic per
                                     # network (smallest_lr with lr_scale, default 1e-8)
     max_epochs = 5
+    measure_after = ["nlc"]         # measures of each trained network (columns nlc_after,
+                                    # output_bias_after; NLC paper figures 3B-C, 9)
 """
 
 from __future__ import annotations
@@ -51,8 +53,13 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "correlations": ("rho_max",),
     "kernel_conditioning": ("kernel_condition_number",),
     "gradient_metrics": ("gvcs", "gradient_length", "lipschitz"),
+    "error_preserving_perturbation": ("error_preserving_perturbation",),
 }
-"""Measures a study can take at initialization -> the scalar columns each one records."""
+"""Measures a study can take (at initialization, or of each trained network with
+``training.measure_after``) -> the scalar columns each one records."""
+
+AFTER = "_after"
+"""Suffix of the columns a measure records of a trained network (``nlc_after``)."""
 
 PREPROCESSING = ("none", "standardize", "pca")
 DTYPES = ("float32", "float64")
@@ -109,6 +116,9 @@ class TrainingSpec:
     decay_patience: int = 5
     n_decays: int = 10
     loss_scaling: bool = True
+    measure_after: tuple[str, ...] = ()
+    """Measures taken of each trained network (its best weights), as at initialization, into
+    the columns ``<column>_after`` (the NLC paper's "NLC after training", figures 3B-C, 9)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +197,7 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
                       ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale",
                        "optimizer",
                        "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
-                       "loss_scaling"))
+                       "loss_scaling", "measure_after"))
     spec = StudySpec(
         name=top.string("name", default_name),
         seed=top.integer("seed", 0, least=0),
@@ -219,6 +229,7 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
             decay_patience=training.integer("decay_patience", 5, least=1),
             n_decays=training.integer("n_decays", 10, least=0),
             loss_scaling=training.boolean("loss_scaling", True),
+            measure_after=tuple(training.names("measure_after", [], MEASURES)),
         ),
     )
     if spec.architectures.count == 0:

@@ -30,7 +30,12 @@ from sqlalchemy import select
 from nngauge.errors import InvalidInputError, require_extra
 from nngauge.measures._result import MeasureResult
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
-from nngauge.studies._spec import MEASURES
+from nngauge.studies._spec import AFTER, MEASURES
+
+POINT_FIELDS = ("arch_index", "seed", "skip", "high_bias", "best_lr", "best_lr_index",
+                "best_val_error", "test_error", "train_error", "lowest_train_error",
+                "lowest_train_error_lr", "lowest_train_error_index")
+"""The fields of every point, before its measure columns (see :class:`StudySummary`)."""
 
 HIGH_BIAS = 1000.0
 """NLC paper figure 2: output bias above this marks an architecture as highly biased."""
@@ -55,8 +60,12 @@ class StudySummary(MeasureResult):
     Attributes:
         study_id, name: the study.
         columns: the measure columns present, in :data:`MEASURES` order.
-        points: one dict per (architecture, seed): arch_index, seed, skip, high_bias,
-            best_lr, best_val_error, test_error and the measure columns.
+        points: one dict per (architecture, seed): arch_index, seed, skip, high_bias; the
+            selected run (lowest validation error): best_lr, best_lr_index (its position in
+            the rate grid), best_val_error, test_error, train_error; the run of lowest
+            training error: lowest_train_error, lowest_train_error_lr, lowest_train_error_index;
+            the measure columns
+            (``<column>_after``: of the selected run's trained network).
         correlations: one :class:`Correlation` per measure column.
         ideal_nlc_range: (low, high) NLC of the best ``top_fraction`` points, or None without
             NLC or test errors.
@@ -108,8 +117,7 @@ class StudySummary(MeasureResult):
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         written = [out / "points.csv", out / "correlations.csv"]
-        fields = ["arch_index", "seed", "skip", "high_bias", "best_lr", "best_val_error",
-                  "test_error", *self.columns]
+        fields = [*POINT_FIELDS, *self.columns]
         _write_csv(written[0], fields, self.points)
         _write_csv(written[1], list(Correlation.__dataclass_fields__),
                    [c.__dict__ for c in self.correlations])
@@ -156,13 +164,14 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
                                      .where(architectures.c.study_id == study_id)).all())
             rows = conn.execute(select(units).where(units.c.study_id == study_id)).mappings().all()
             values = conn.execute(
-                select(units.c.arch_index, units.c.seed, measures.c.name, measures.c.value)
+                select(units.c.key, units.c.arch_index, units.c.seed, measures.c.name,
+                       measures.c.value)
                 .join(measures, measures.c.unit_key == units.c.key)
                 .where(units.c.study_id == study_id)).all()
     finally:
         engine.dispose()
     points = _points(rows, values, skip)
-    order = [c for cols in MEASURES.values() for c in cols]
+    order = [c + after for after in ("", AFTER) for cols in MEASURES.values() for c in cols]
     columns = tuple(sorted({v.name for v in values}, key=lambda c: (order + [c]).index(c)))
     correlations = []
     for column in columns:
@@ -194,20 +203,37 @@ def _pick_study(conn, study: Optional[str]) -> tuple[str, str]:
 
 
 def _points(rows, values, skip) -> dict:
+    """One point per (architecture, seed): its measures at initialization, the selected run
+    (lowest validation error, E.2) with its rate, grid index, errors and measures after
+    training, and the run of lowest training error (figures 3D, 7B, 8B)."""
     points: dict[tuple[int, int], dict] = {}
+    by_unit: dict[str, dict] = {}
 
     def point(arch: int, seed: int) -> dict:
         return points.setdefault((arch, seed), {
             "arch_index": arch, "seed": seed, "skip": bool(skip.get(arch, False)),
-            "high_bias": False, "best_lr": None, "best_val_error": None, "test_error": None})
+            "high_bias": False, "best_lr": None, "best_lr_index": None, "best_val_error": None,
+            "test_error": None, "train_error": None, "lowest_train_error": None,
+            "lowest_train_error_lr": None, "lowest_train_error_index": None})
 
-    for arch, seed, name, value in values:
-        point(arch, seed)[name] = math.nan if value is None else value
+    kinds = {row["key"]: row["kind"] for row in rows}
+    for key, arch, seed, name, value in values:
+        value = math.nan if value is None else value
+        if kinds.get(key) == "train":
+            by_unit.setdefault(key, {})[name] = value
+        else:
+            point(arch, seed)[name] = value
     for row in sorted((r for r in rows if r["kind"] == "train"), key=lambda r: r["lr"]):
         p = point(row["arch_index"], row["seed"])
         val = row["best_val_error"] if row["best_val_error"] is not None else math.inf
         if p["best_val_error"] is None or val < p["best_val_error"]:
-            p.update(best_lr=row["lr"], best_val_error=val, test_error=row["test_error"])
+            p.update(best_lr=row["lr"], best_lr_index=row["lr_index"], best_val_error=val,
+                     test_error=row["test_error"], train_error=row["train_error"],
+                     **by_unit.get(row["key"], {}))
+        train = row["train_error"] if row["train_error"] is not None else math.inf
+        if p["lowest_train_error"] is None or train < p["lowest_train_error"]:
+            p.update(lowest_train_error=train, lowest_train_error_lr=row["lr"],
+                     lowest_train_error_index=row["lr_index"])
     for p in points.values():
         p["high_bias"] = _finite(p.get("output_bias")) and p["output_bias"] > HIGH_BIAS
     return dict(sorted(points.items()))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from nngauge.errors import InvalidInputError, NNGaugeError
-from nngauge.studies._spec import StudySpec
+from nngauge.studies._spec import AFTER, MEASURES, StudySpec
 
 Kind = Literal["init", "train"]
 
@@ -211,10 +211,8 @@ def run_unit(task: UnitTask) -> dict:
     unit = task.unit
     if unit.kind == "init":
         generator = _generator(derive_seed(task.spec.seed, "measure", unit.arch_index, unit.seed))
-        measures = {}
-        for name in task.spec.measures.names:
-            measures.update(_MEASURE_RUNNERS[name](model, train, task.spec.measures.batch_size,
-                                                   generator))
+        measures = _measure(task.spec.measures.names, model, (train, val, test),
+                            task.spec.measures.batch_size, generator)
         return {"measures": measures, "train": None,
                 "seconds": time.perf_counter() - started}
     from nngauge.training import fit, smallest_lr
@@ -234,52 +232,88 @@ def run_unit(task: UnitTask) -> dict:
                  loss_scaling=t.loss_scaling,
                  generator=_generator(derive_seed(task.spec.seed, "train", unit.arch_index,
                                                   unit.seed, unit.lr)))
-    return {"measures": {},
+    after = {}
+    if t.measure_after:  # fit leaves the network at its best weights: the trained network
+        generator = _generator(derive_seed(task.spec.seed, "measure_after", unit.arch_index,
+                                           unit.seed, lr))
+        after = {f"{column}{AFTER}": value for column, value in _measure(
+            t.measure_after, model, (train, val, test), task.spec.measures.batch_size,
+            generator, undefined_as_nan=True).items()}
+    return {"measures": after,
             "train": {"lr": lr, "best_val_error": result.best_val_error, "test_error": result.test_error,
                       "train_error": result.train_error, "epochs": result.epochs,
                       "diverged": result.diverged},
             "seconds": time.perf_counter() - started}
 
 
-def _nlc(model, train, batch_size, generator):
+def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=False) -> dict:
+    """The columns of the measures ``names`` of ``model`` (:data:`MEASURES`); ``parts`` =
+    (train, val, test). With ``undefined_as_nan``, a measure undefined on a network whose
+    output is constant over the data (no NLC or bias: e.g. one that training killed) records
+    NaN instead of failing the unit (a trained network's errors are kept)."""
+    measures = {}
+    for name in names:
+        try:
+            measures.update(_MEASURE_RUNNERS[name](model, parts, batch_size, generator))
+        except InvalidInputError as exc:
+            if not undefined_as_nan or "constant output" not in str(exc):
+                raise
+            measures.update({column: math.nan for column in MEASURES[name]})
+    return measures
+
+
+def _nlc(model, parts, batch_size, generator):
     from nngauge.measures import nlc
 
-    r = nlc(model, train, batch_size=batch_size, generator=generator)
+    r = nlc(model, parts[0], batch_size=batch_size, generator=generator)
     return {"nlc": r.nlc, "output_bias": r.output_bias}
 
 
-def _jacobian_norm(model, train, batch_size, generator):
+def _jacobian_norm(model, parts, batch_size, generator):
     from nngauge.measures import jacobian_norm
 
-    return {"jacobian_norm": jacobian_norm(model, train, batch_size=batch_size,
+    return {"jacobian_norm": jacobian_norm(model, parts[0], batch_size=batch_size,
                                            generator=generator).norm}
 
 
-def _correlations(model, train, batch_size, generator):
+def _correlations(model, parts, batch_size, generator):
     from nngauge.measures import correlations
 
-    return {"rho_max": correlations(model, train).rho_max}
+    return {"rho_max": correlations(model, parts[0]).rho_max}
 
 
-def _kernel_conditioning(model, train, batch_size, generator):
+def _kernel_conditioning(model, parts, batch_size, generator):
     from nngauge.measures import kernel_conditioning
 
     # the top hidden layer's conjugate kernel (Agarwal et al.'s NNGP): the output layer's
     # kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w
     depth, width = model.config.depth, model.config.width
-    hidden = [row for row in kernel_conditioning(model, train, max_samples=min(200, width)).layers
+    hidden = [row for row in kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
               if row.name.startswith("layers.") and row.name != f"layers.{depth - 1}.linear"]
     return {"kernel_condition_number": hidden[-1].condition_number if hidden else math.nan}
 
 
-def _gradient_metrics(model, train, batch_size, generator):
+def _gradient_metrics(model, parts, batch_size, generator):
     from nngauge.measures import gradient_metrics
 
-    r = gradient_metrics(model, train, batch_size=batch_size, generator=generator)
+    r = gradient_metrics(model, parts[0], batch_size=batch_size, generator=generator)
     return {"gvcs": r.gvcs, "gradient_length": r.gradient_length, "lipschitz": r.lipschitz}
+
+
+def _error_preserving_perturbation(model, parts, batch_size, generator):
+    from nngauge.measures import error_preserving_perturbation
+
+    # NLC paper E.3: the test set is corrupted; 10 random batches x 10 directions, but one
+    # batch when the test set fits in it (ten copies of the same batch add nothing)
+    test = parts[2]
+    n = len(test.labels)
+    return {"error_preserving_perturbation": error_preserving_perturbation(
+        model, test, batch_size=min(batch_size, n), n_batches=10 if n > batch_size else 1,
+        generator=generator).median}
 
 
 _MEASURE_RUNNERS = {"nlc": _nlc, "jacobian_norm": _jacobian_norm, "correlations": _correlations,
                     "kernel_conditioning": _kernel_conditioning,
-                    "gradient_metrics": _gradient_metrics}
+                    "gradient_metrics": _gradient_metrics,
+                    "error_preserving_perturbation": _error_preserving_perturbation}
 """Measure name -> runner returning the columns :data:`MEASURES` lists for it."""

@@ -30,6 +30,7 @@ every walk would fail at once and read 0.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -37,7 +38,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import (MeasurementMode, ModelAdapter, NormMode,
+                                       mappable_batch_statistics)
+from nngauge._internal.batching import Vectorizer
 from nngauge._internal.constraints import Integer, Real, constrained
 from nngauge._internal.jacobian import JacobianProducts
 from nngauge._internal.losses import check_class_labels
@@ -220,18 +223,23 @@ def _jvp(adapter, x, raw, step) -> torch.Tensor:
 
 @torch.no_grad()
 def _forward_along(adapter, x, raw, step, ks, coupled) -> list[torch.Tensor]:
-    """f(X + k step) for k = 0 and every grid k: one batch per k when the network couples its
-    batch, else K_CHUNK values of k stacked into one forward pass."""
+    """f(X + k step) for k = 0 and every grid k, K_CHUNK values of k per forward pass: stacked
+    into one batch, or, when the network couples its batch (batch statistics), mapped with
+    vmap so that each k's batch is normalized by its own statistics (a loop where vmap fails)."""
     scales = [0.0, *ks.tolist()]
-    if coupled:
-        return [adapter(x + k * step, raw) for k in scales]
+    mapped = Vectorizer(adapter.note)
     outs = []
-    for start in range(0, len(scales), K_CHUNK):
-        chunk = torch.as_tensor(scales[start:start + K_CHUNK], dtype=x.dtype, device=x.device)
-        shape = (-1,) + (1,) * x.dim()
-        stacked = (x.unsqueeze(0) + chunk.reshape(shape) * step.unsqueeze(0)).flatten(0, 1)
-        y = adapter(stacked, raw.repeat(len(chunk), *([1] * (raw.dim() - 1))))
-        outs.extend(y.reshape(len(chunk), len(x), *y.shape[1:]).unbind(0))
+    with mappable_batch_statistics(adapter.model) if coupled else nullcontext():
+        for start in range(0, len(scales), K_CHUNK):
+            chunk = torch.as_tensor(scales[start:start + K_CHUNK], dtype=x.dtype,
+                                    device=x.device)
+            shape = (-1,) + (1,) * x.dim()
+            stacked = x.unsqueeze(0) + chunk.reshape(shape) * step.unsqueeze(0)
+            if coupled:
+                outs.extend(mapped(lambda points: adapter(points, raw))(stacked).unbind(0))
+                continue
+            y = adapter(stacked.flatten(0, 1), raw.repeat(len(chunk), *([1] * (raw.dim() - 1))))
+            outs.extend(y.reshape(len(chunk), len(x), *y.shape[1:]).unbind(0))
     return outs
 
 

@@ -55,7 +55,9 @@ class SkimResult(MeasureResult):
     """A skimmed network and how much it differs from the original on the data.
 
     Attributes:
-        model: the new network (the original is untouched); not in ``to_dict()``.
+        model: the new network (the original is untouched), trainable as the original is
+            (its parameters require grad where the original's do; the linearization's do);
+            not in ``to_dict()``.
         block: the replaced children's names.
         deviation: relative output deviation sqrt(E||f_s(x) - f(x)||^2) / sqrt(E||f(x) - E f||^2).
         absolute_deviation: sqrt(E ||f_s(x) - f(x)||^2).
@@ -129,9 +131,12 @@ def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = Non
         bias = out_at_mean.reshape(-1) - weight @ mean.reshape(-1)
         names = tuple(f"{_prefix(work, parent)}{list(parent._modules)[i]}" for i in keys)
         replacement = LinearizedBlock(weight, bias, tuple(out_at_mean.shape[1:]), names)
-        skimmed = copy.deepcopy(work)
+        copies: dict = {}
+        skimmed = copy.deepcopy(work, copies)
         _replace(skimmed, parent, work, keys, replacement)
         new = adapter.select(skimmed(x))
+    for param in work.parameters():  # the flags the measurement cleared are back on work
+        copies[id(param)].requires_grad_(param.requires_grad)
     diff = (new - original).reshape(len(x), -1).to(torch.float64)
     spread = (original - original.mean(0)).reshape(len(x), -1).to(torch.float64)
     absolute = math.sqrt(float(diff.pow(2).sum(1).mean()))

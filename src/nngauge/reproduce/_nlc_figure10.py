@@ -1,0 +1,119 @@
+"""``nlc-figure10``: figure 2 split by skip connections (NLC paper, figure 10; appendix B.3).
+
+The points of ``nlc-figure2`` (the shared NLC study, :mod:`nngauge.reproduce._nlc_study`) in
+two panels: architectures without skip connections (the paper's top row) and with them
+(bottom row), red for high output bias. Per panel: Spearman's rho between the initial NLC and
+the test error, the median NLC, and the test error of the best architecture; between panels,
+the mean residual of a common fit of test error on log NLC (B.3: skip connections give a lower
+test error at a given NLC, and lower NLCs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from nngauge._citations import cite
+from nngauge.reproduce import _nlc_study
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._nlc_study import finite, positive
+
+COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "nlc", "output_bias",
+           "test_error")
+PANELS = (("without skip connections", False), ("with skip connections", True))
+
+
+def compute(scale: str, generator: torch.Generator) -> Computed:
+    from scipy import stats
+
+    study = _nlc_study.run(scale, seed_from(generator))
+    rows = tuple((p["arch_index"], p["architecture"], p["skip"], p["high_bias"],
+                  p.get("nlc", math.nan), p.get("output_bias", math.nan), p["test_error"])
+                 for p in study.points())
+    records = [dict(zip(COLUMNS, r)) for r in rows
+               if positive(r[4]) and finite(r[6])]
+    clean = [r for r in records if not r["high_bias"]]
+    fit = np.polyfit(np.log([r["nlc"] for r in clean]), [r["test_error"] for r in clean], 1)
+    comparison = []
+    residuals = {}
+    for label, skip in PANELS:
+        group = [r for r in records if r["skip"] == skip]
+        nlc = np.array([r["nlc"] for r in group])
+        error = np.array([r["test_error"] for r in group])
+        rho, p = stats.spearmanr(nlc, error) if len(group) >= 3 else (math.nan, math.nan)
+        residuals[skip] = float(np.mean([r["test_error"] - np.polyval(fit, np.log(r["nlc"]))
+                                         for r in group if not r["high_bias"]]))
+        comparison += [
+            Comparison(f"{label}: Spearman rho(NLC, test error)", float(rho), None,
+                       f"p = {p:.3g}, n = {len(group)}"),
+            Comparison(f"{label}: median NLC", float(np.median(nlc)), None, ""),
+            Comparison(f"{label}: lowest test error", float(error.min()), None, ""),
+        ]
+    comparison.append(Comparison(
+        "test error at a given NLC, with - without skip connections",
+        residuals[True] - residuals[False], None,
+        "mean residual of one fit of test error on log NLC (without the high-bias "
+        "architectures); B.3: lower with skip connections (< 0)"))
+    return Computed(columns=COLUMNS, rows=rows, comparison=tuple(comparison))
+
+
+def judge(computed: Computed) -> Verdict:
+    """The paper: both panels show figure 2's relation (NLC predicts test error: a positive
+    rank correlation in each), and the behaviour differs between them (B.3: skip connections
+    lower the test error at a given NLC, and the NLC)."""
+    rho = {skip: computed.compared(f"{label}: Spearman").ours for label, skip in PANELS}
+    median = {skip: computed.compared(f"{label}: median NLC").ours for label, skip in PANELS}
+    shift = computed.compared("test error at a given NLC").ours
+    numbers = (f"rho without skips {rho[False]:.2f} ({computed.compared(PANELS[0][0]).note}), "
+               f"with skips {rho[True]:.2f} ({computed.compared(PANELS[1][0]).note}); median "
+               f"NLC {median[False]:.3g} without, {median[True]:.3g} with; test error at a "
+               f"given NLC {shift:+.3f} with skips")
+    related = rho[False] > 0 and rho[True] > 0
+    differs = shift < 0 and median[True] < median[False]
+    if related and differs:
+        return Verdict("reproduced", numbers + ".")
+    if related or differs:
+        return Verdict("qualitatively", numbers + (": the relation holds in both panels, the "
+                       "skip connections' advantage not in both respects" if related else
+                       ": the skip connections' advantage, not the relation in both panels")
+                       + ".")
+    return Verdict("differs", numbers + ".")
+
+
+def plot(computed: Computed, figure) -> None:
+    records = [r for r in computed.records()
+               if positive(r["nlc"]) and finite(r["test_error"])]
+    axes = figure.subplots(1, 2, sharex=True, sharey=True)
+    for ax, (label, skip) in zip(axes, PANELS):
+        group = [r for r in records if r["skip"] == skip]
+        for name, color, chosen in (("high output bias", "tab:red", True),
+                                    ("others", "tab:blue" if skip else "black", False)):
+            chosen_group = [r for r in group if r["high_bias"] == chosen]
+            ax.scatter([r["nlc"] for r in chosen_group],
+                       [r["test_error"] for r in chosen_group], s=14, color=color, label=name)
+        ax.axvspan(1.0, 3.0, color="tab:green", alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_xlabel("NLC at initialization")
+        ax.set_title(f"{label} (rho {computed.compared(label + ': Spearman').ours:.2f})",
+                     fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("test error")
+
+
+REPRODUCTION = Reproduction(
+    name="nlc-figure10",
+    paper=cite("nlc"),
+    target="Figure 10",
+    description="figure 2 split into architectures without and with skip connections, on "
+                "waveform-noise",
+    differences={scale: _nlc_study.DIFFERENCES[scale] for scale in ("small", "paper")},
+    small_runtime="~75 s",
+    compute=compute,
+    plot=plot,
+    claim=("Split by skip connections, each group shows figure 2's relation between the "
+           "initial NLC and test error, and the two behave clearly differently: skip "
+           "connections give lower NLCs and a lower test error at a given NLC (B.3)."),
+    judge=judge,
+)

@@ -1,0 +1,165 @@
+"""The NLC paper's architecture study on waveform-noise (appendix E.2), shared by
+``nlc-figure2``, ``nlc-figure3``, ``nlc-figure9`` and ``nlc-figure10``.
+
+A study (:mod:`nngauge.studies`) on waveform-noise: architectures drawn by the paper's sampler
+(:func:`nngauge.nn.sample_architecture`, appendix C), each measured at initialization (NLC and
+output bias, :func:`nngauge.nlc`) and trained with :func:`nngauge.training.fit` (E.2's
+protocol) from every starting learning rate of a grid; the trained network is the run of
+lowest validation error. Its NLC and output bias are measured again after training on the
+training set (figures 3B-C, 9), and its largest error-preserving perturbation of the test set
+(:func:`nngauge.error_preserving_perturbation`, E.3, figure 3E).
+
+The study runs once per (scale, seed) in a process (the figures share it, e.g. under
+``reproduce --all``); its SQLite database lives in a temporary directory deleted after the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from nngauge.errors import NNGaugeError
+
+_AFTER = ["nlc", "error_preserving_perturbation"]
+
+SETTINGS = {
+    "small": ({
+        "data": {"source": "waveform", "n": 500, "split": [0.6, 0.2, 0.2]},
+        "architectures": {"sample": 64, "overrides": {"width": 16}},
+        "measures": {"names": ["nlc"], "batch_size": 100},
+        "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3,
+                     "measure_after": _AFTER},
+    }, 2),
+    "paper": ({  # appendix D (waveform: 5000 points, 3000/1000/1000) and E.2
+        "dtype": "float64",
+        "data": {"source": "waveform", "n": 5000, "split": [0.6, 0.2, 0.2]},
+        "architectures": {"sample": 250},
+        "measures": {"names": ["nlc"], "batch_size": 250},
+        "training": {"lr_start": "auto", "lr_factor": 3.0, "n_lrs": 40, "lr_scale": 1e-8,
+                     "batch_size": 250, "measure_after": _AFTER},
+    }, 0),  # 0: every CPU
+}
+"""Per scale: (the study spec without name and seed, the number of worker processes)."""
+
+DIFFERENCES = {
+    "small": (
+        "64 sampled architectures of width 16 (the sampler's width gives ~1M parameters) "
+        "instead of 250 per data set (750 over the paper's three data sets)",
+        "500 waveform points (300/100/100) instead of 5000 (3000/1000/1000)",
+        "2 starting learning rates (0.03, 0.3) and at most 3 epochs per run, instead of 40 "
+        "rates from E.2's heuristic and training until the schedule ends; float32",
+        "waveform-noise only: the MNIST and CIFAR10 panels are not drawn",
+    ),
+    "paper": (
+        "waveform-noise only (250 architectures): the MNIST and CIFAR10 panels (the other "
+        "500 of the 750) are not drawn",
+    ),
+}
+"""What the shared study changes from the paper, per scale."""
+
+CONSTANT_OUTPUT = "constant output"
+"""How a measure unit fails on a network whose output does not vary over the data at
+initialization (e.g. every unit of a layer dead): its NLC and output bias are undefined."""
+
+
+@dataclass(frozen=True)
+class StudyPoints:
+    """The study's outcome.
+
+    Attributes:
+        summary: :class:`nngauge.studies.StudySummary` (points with measures before and
+            after training, correlations with test error).
+        names: architecture index -> a short description (:func:`describe`).
+        undefined: sampled architectures with a constant output at initialization (left out).
+    """
+
+    summary: object
+    names: dict
+    undefined: int
+
+    def points(self) -> list[dict]:
+        """Copies of the summary's points, each with its ``architecture`` name."""
+        return [{**p, "architecture": self.names[p["arch_index"]]} for p in self.summary.points]
+
+
+@functools.lru_cache(maxsize=2)
+def run(scale: str, seed: int) -> StudyPoints:
+    """Run the study at ``scale`` with study seed ``seed`` (once per process)."""
+    from nngauge.studies import parse_spec, run_study, summarize
+
+    raw, workers = SETTINGS[scale]
+    spec = parse_spec({"name": f"nlc-study-{scale}", "seed": seed, **raw})
+    with tempfile.TemporaryDirectory(prefix="nlc-study-") as folder:
+        url = f"sqlite:///{Path(folder) / 'study.db'}"
+        result = run_study(spec, url, workers=workers or None)
+        undefined = undefined_at_initialization(result.failed)
+        summary = summarize(url)
+        names = _architecture_names(url, spec.study_id)
+    return StudyPoints(summary, names, undefined)
+
+
+def undefined_at_initialization(failed: dict[str, str]) -> int:
+    """The number of failed study units whose network has a constant output at initialization
+    (a sampled architecture can be dead: a data point, not an error); any other failure raises.
+
+    Example:
+        >>> undefined_at_initialization({"u1": "InvalidInputError: nlc() expected outputs "
+        ...                              "that vary; got a constant output (std 0)."})
+        1
+    """
+    other = sorted(reason for reason in failed.values() if CONSTANT_OUTPUT not in reason)
+    if other:
+        raise NNGaugeError(f"the NLC study expected every unit to finish; got {len(other)} "
+                           f"failures: {other[:3]}. Fix: run the study with `nngauge study "
+                           "run` to see each error.")
+    return len(failed)
+
+
+def _architecture_names(url: str, study_id: str) -> dict[int, str]:
+    from sqlalchemy import select
+
+    from nngauge.studies._db import architectures, open_db
+
+    engine = open_db(url, create=False)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(select(architectures.c.arch_index, architectures.c.config)
+                                 .where(architectures.c.study_id == study_id)).all()
+    finally:
+        engine.dispose()
+    return {index: describe(json.loads(config)) for index, config in found}
+
+
+def describe(config: dict) -> str:
+    """A short name of an :class:`~nngauge.nn.MLPConfig` dict.
+
+    Example:
+        >>> describe({"depth": 5, "width": 16, "activation": "tanh", "norm": "batch",
+        ...           "skip": 0.5, "skip_start": "linear", "bias_std": 0.0, "scale": 1.0})
+        'depth 5, width 16, tanh, batch norm, skip 0.5 (linear)'
+    """
+    parts = [f"depth {config['depth']}", f"width {config['width']}", config["activation"]]
+    if config.get("norm"):
+        parts.append(f"{config['norm']} norm")
+    if config.get("skip") is not None:
+        parts.append(f"skip {config['skip']:.3g} ({config['skip_start']})")
+    if config.get("bias_std"):
+        parts.append(f"bias std {config['bias_std']:.3g}")
+    if config.get("scale", 1.0) != 1.0:
+        parts.append(f"scale {config['scale']:g}")
+    return ", ".join(parts)
+
+
+def finite(value) -> bool:
+    """A real number that is neither NaN nor infinite (None and flags are not)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def positive(value) -> bool:
+    """A finite number > 0 (plottable on a log axis)."""
+    return finite(value) and value > 0
