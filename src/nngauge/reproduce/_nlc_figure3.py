@@ -27,7 +27,7 @@ import torch
 from nngauge._citations import cite
 from nngauge.reproduce import _nlc_study
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
-from nngauge.reproduce._nlc_study import positive
+from nngauge.reproduce._nlc_study import panel_verdict, positive
 
 COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "output_bias", "nlc",
            "nlc_after", "output_bias_after", "error_preserving_perturbation", "test_error")
@@ -127,12 +127,7 @@ def judge(computed: Computed) -> Verdict:
         "E": (ours("E: Spearman") < 0,
               f"rho(NLC, perturbation) {ours('E: Spearman'):.2f}"),
     }
-    held = [panel for panel, (ok, _) in checks.items() if ok]
-    reason = "; ".join(f"{panel} {'holds' if ok else 'fails'}: {why}"
-                       for panel, (ok, why) in checks.items()) + "."
-    if len(held) == len(checks):
-        return Verdict("reproduced", reason)
-    return Verdict("qualitatively" if len(held) >= 2 else "differs", reason)
+    return panel_verdict(checks)
 
 
 def plot(computed: Computed, figure) -> None:

@@ -25,7 +25,7 @@ from nngauge._citations import cite
 from nngauge.reproduce import _nlc_study
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
 from nngauge.reproduce._nlc_figure3 import BETTER_THAN_CHANCE, CHANCE_ERROR
-from nngauge.reproduce._nlc_study import finite, positive
+from nngauge.reproduce._nlc_study import finite, panel_verdict, positive
 
 COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "output_bias",
            "output_bias_after", "nlc", "test_error")
@@ -108,12 +108,7 @@ def judge(computed: Computed) -> Verdict:
               f"{ours('C: architectures'):.0f} with a high bias but a low NLC, partial rho "
               f"{ours('C: partial'):.2f}"),
     }
-    held = [panel for panel, (ok, _) in checks.items() if ok]
-    reason = "; ".join(f"{panel} {'holds' if ok else 'fails'}: {why}"
-                       for panel, (ok, why) in checks.items()) + "."
-    if len(held) == len(checks):
-        return Verdict("reproduced", reason)
-    return Verdict("qualitatively" if len(held) >= 2 else "differs", reason)
+    return panel_verdict(checks)
 
 
 def plot(computed: Computed, figure) -> None:

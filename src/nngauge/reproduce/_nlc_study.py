@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nngauge.errors import NNGaugeError
+from nngauge.reproduce._base import Verdict
 
 _AFTER = ["nlc", "error_preserving_perturbation"]
 
@@ -163,3 +164,15 @@ def finite(value) -> bool:
 def positive(value) -> bool:
     """A finite number > 0 (plottable on a log axis)."""
     return finite(value) and value > 0
+
+
+def panel_verdict(checks: dict[str, tuple[bool, str]]) -> Verdict:
+    """A figure of several panels judged panel by panel: ``checks`` maps each panel to (its
+    claim holds, the deciding numbers). Every panel: reproduced; at least two: qualitatively;
+    fewer: differs. The reason names each panel, holding or failing, with its numbers."""
+    held = [panel for panel, (ok, _) in checks.items() if ok]
+    reason = "; ".join(f"{panel} {'holds' if ok else 'fails'}: {why}"
+                       for panel, (ok, why) in checks.items()) + "."
+    if len(held) == len(checks):
+        return Verdict("reproduced", reason)
+    return Verdict("qualitatively" if len(held) >= 2 else "differs", reason)
