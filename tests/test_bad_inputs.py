@@ -26,7 +26,7 @@ from nngauge.errors import InvalidInputError
 from nngauge.trajectories import line, plane
 
 MODULES = ("nngauge", "nngauge.theory", "nngauge.training", "nngauge.nn", "nngauge.data",
-           "nngauge.trajectories", "nngauge.activations", "nngauge.zoo")
+           "nngauge.trajectories", "nngauge.activations", "nngauge.zoo", "nngauge.proxies")
 
 DATA_ARGUMENTS = {"data", "labels", "inputs", "x0", "x1", "trajectory", "template", "norm_data",
                   "train", "val", "test", "direction", "plane", "X", "K", "points", "value",
@@ -123,6 +123,10 @@ def _valid_elsewhere(qualified: str) -> tuple:
         "nngauge.zoo.sample_inputs": ("resnet_small", 2),
         "nngauge.zoo.sample_labels": ("resnet_small", 2),
     }
+    if qualified == "nngauge.proxies.te_nas_rank":
+        return ([10.0, 20.0], [3.0, 4.0])
+    if qualified.startswith("nngauge.proxies."):  # the loss proxies read labels
+        return (_net(), (x, y))
     if qualified == "nngauge.activations.standard_normal_rule":
         from nngauge.activations import Quadrature
 

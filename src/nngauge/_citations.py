@@ -43,6 +43,33 @@ PAPERS: dict[str, tuple[str, str]] = {
     "pyhessian": ("Yao et al. (IEEE BigData 2020)",
                   'Yao, Gholami, Keutzer & Mahoney, "PyHessian: Neural Networks Through the '
                   'Lens of the Hessian", IEEE BigData 2020'),
+    # the zero-cost proxies' papers (nngauge.proxies)
+    "zero-cost": ("Abdelfattah et al. (ICLR 2021)",
+                  'Abdelfattah, Mehrotra, Dudziak & Lane, "Zero-Cost Proxies for Lightweight '
+                  'NAS", ICLR 2021'),
+    "synflow": ("Tanaka et al. (NeurIPS 2020)",
+                'Tanaka, Kunin, Yamins & Ganguli, "Pruning Neural Networks without Any Data by '
+                'Iteratively Conserving Synaptic Flow", NeurIPS 2020'),
+    "snip": ("Lee et al. (ICLR 2019)",
+             'Lee, Ajanthan & Torr, "SNIP: Single-shot Network Pruning based on Connection '
+             'Sensitivity", ICLR 2019'),
+    "grasp": ("Wang et al. (ICLR 2020)",
+              'Wang, Zhang & Grosse, "Picking Winning Tickets Before Training by Preserving '
+              'Gradient Flow", ICLR 2020'),
+    "fisher-pruning": ("Theis et al. (2018); Turner et al. (ICLR 2020)",
+                       'Theis, Korshunova, Tejani & Huszar, "Faster gaze prediction with dense '
+                       'networks and Fisher pruning", arXiv:1801.05787; Turner, Crowley, '
+                       "O'Boyle, Storkey & Gray, \"BlockSwap: Fisher-guided Block Substitution "
+                       'for Network Compression on a Budget", ICLR 2020'),
+    "naswot": ("Mellor et al. (ICML 2021)",
+               'Mellor, Turner, Storkey & Crowley, "Neural Architecture Search without '
+               'Training", ICML 2021'),
+    "jacob-cov": ("Mellor et al. (arXiv 2020, v1)",
+                  'Mellor, Turner, Storkey & Crowley, "Neural Architecture Search without '
+                  'Training", arXiv:2006.04647v1 (2020)'),
+    "te-nas": ("Chen et al. (ICLR 2021)",
+               'Chen, Gong & Wang, "Neural Architecture Search on ImageNet in Four GPU Hours: '
+               'A Theoretically Inspired Perspective", ICLR 2021'),
 }
 """Key -> (short citation, full citation)."""
 

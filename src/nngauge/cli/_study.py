@@ -20,6 +20,7 @@ RUN_EXAMPLES = (
 SUMMARIZE_EXAMPLES = (
     "nngauge study summarize --db sqlite:///study.db",
     "nngauge study summarize --db sqlite:///study.db --study small --out results",
+    "nngauge study summarize --db sqlite:///study.db --predictors --out results",
 )
 
 study_app = typer.Typer(cls=Group,
@@ -74,12 +75,19 @@ def run(
 def summarize(
     db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for points.csv, "
-                                       "correlations.csv and nlc_vs_test_error.png."),
+                                       "correlations.csv and nlc_vs_test_error.png (with "
+                                       "--predictors also predictors.csv, pairwise.csv and "
+                                       "predictors.png)."),
     study: Optional[str] = typer.Option(None, "--study", help="Study name or id (default: "
                                         "the only one in the database)."),
     top_fraction: float = typer.Option(0.1, "--top-fraction", min=0.0, max=1.0,
                                        help="Fraction of best points defining the ideal NLC "
-                                       "range."),
+                                       "range (and the predictors' top precision)."),
+    predictors: bool = typer.Option(False, "--predictors",
+                                    help="Instead of the correlation table: every init measure "
+                                    "as a predictor of accuracy, with bootstrap intervals, "
+                                    "top-fraction precision, and which of the baselines "
+                                    "n_params and flops it beats significantly."),
 ) -> None:
     """Rank correlations of init measures with test error, and the NLC figure."""
     from rich.console import Console
@@ -88,21 +96,78 @@ def summarize(
     from nngauge.studies import summarize as summarize_study
 
     result = summarize_study(db, study=study, top_fraction=top_fraction)
-    table = Table(title=f"{result.name} ({result.study_id}): {len(result.points)} points")
-    for column in ("measure", "n", "Spearman rho", "p", "Kendall tau", "p"):
-        table.add_column(column, justify="left" if column == "measure" else "right")
-    for c in result.correlations:
-        table.add_row(c.measure, str(c.n), _fmt(c.spearman), _fmt(c.spearman_p, p=True),
-                      _fmt(c.kendall), _fmt(c.kendall_p, p=True))
-    console = Console(width=max(100, Console().width))
-    console.print(table)
+    console = Console(width=max(120 if predictors else 100, Console().width))
+    ranked = None
+    if predictors:
+        from nngauge.studies import predictor_table
+
+        ranked = predictor_table(result, top_fraction=top_fraction)
+        _print_predictors(console, ranked, len(result.points))
+    else:
+        table = Table(title=f"{result.name} ({result.study_id}): {len(result.points)} points")
+        for column in ("measure", "n", "Spearman rho", "p", "Kendall tau", "p"):
+            table.add_column(column, justify="left" if column == "measure" else "right")
+        for c in result.correlations:
+            table.add_row(c.measure, str(c.n), _fmt(c.spearman), _fmt(c.spearman_p, p=True),
+                          _fmt(c.kendall), _fmt(c.kendall_p, p=True))
+        console.print(table)
     if result.ideal_nlc_range is not None:
         low, high = result.ideal_nlc_range
         console.print(f"observed ideal NLC range (best {result.top_fraction:.0%} of points by "
                       f"test error): {low:.3g} .. {high:.3g}")
     if out is not None:
-        written = result.save(out)
+        written = result.save(out) + (ranked.save(out) if ranked is not None else [])
         console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def _print_predictors(console, ranked, n_points: int) -> None:
+    """The predictor table, then one line per predictor naming the baselines it beats."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"{escape(ranked.name)} ({ranked.study_id}): {n_points} points; "
+                  "init measures as predictors of accuracy (1 - test error), best first",
+                  caption="rho, tau: rank correlation of direction x measure with accuracy "
+                  "(positive: predicts well), 95% bootstrap interval; direction +1: higher "
+                  "values predict higher accuracy; (data): sign chosen from these data, which "
+                  "flatters the measure")
+    top = f"top-{ranked.top_fraction:.0%} precision"
+    for column in ("predictor", "Spearman rho [95%]", "Kendall tau [95%]", top, "n",
+                   "direction", "baseline"):
+        table.add_column(column, justify="left" if column == "predictor" else "right",
+                         no_wrap=column != "predictor")
+    for row in ranked.rows:
+        table.add_row(escape(row.name),
+                      f"{_fmt(row.spearman)} {_interval(row.spearman_low, row.spearman_high)}",
+                      f"{_fmt(row.kendall)} {_interval(row.kendall_low, row.kendall_high)}",
+                      "-" if math.isnan(row.top_precision) else f"{row.top_precision:.2f}",
+                      str(row.n), f"{row.direction:+d}" + (" (data)"
+                                                           if row.direction_from_data else ""),
+                      "baseline" if row.baseline else "")
+    console.print(table)
+    baselines = [row.name for row in ranked.rows if row.baseline]
+    if not baselines:
+        console.print("no baseline column (n_params, flops) in this study: nothing to compare "
+                      "the predictors with")
+        return
+    console.print(f"beats: Spearman rho significantly above the baseline's (paired bootstrap "
+                  f"of the difference, two-sided p < {ranked.alpha})", highlight=False)
+    for row in ranked.rows:
+        beaten = [f"{b} (p{_p_value(ranked.pair(row.name, b).p, ranked.n_resamples)})"
+                  for b in baselines if b != row.name and ranked.beats(row.name, b)]
+        console.print(escape(f"{row.name} beats {', '.join(beaten) or 'no baseline'}"),
+                      highlight=False)
+
+
+def _interval(low: float, high: float) -> str:
+    from rich.markup import escape
+
+    return escape(f"[{_fmt(low)}, {_fmt(high)}]")
+
+
+def _p_value(p: float, n_resamples: int) -> str:
+    """``=p``, or ``<2/n_resamples`` where no resample crossed zero (see PredictorTable)."""
+    return f"<{2 / n_resamples:.1g}" if p == 0 else f"={p:.2g}"
 
 
 def _fmt(value: float, p: bool = False) -> str:

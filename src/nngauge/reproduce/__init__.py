@@ -63,6 +63,7 @@ _MODULES = (  # by paper, in the order of the papers' figures
     "_raghu_dichotomies",
     "_regions_vs_bounds",
     "_regions_and_loss",
+    "_predictors",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {

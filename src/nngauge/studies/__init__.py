@@ -29,6 +29,9 @@ __all__ = [
     "Correlation",
     "DEFAULT_URL",
     "MEASURES",
+    "PredictorPair",
+    "PredictorRow",
+    "PredictorTable",
     "RunSummary",
     "StudySpec",
     "StudySummary",
@@ -38,12 +41,14 @@ __all__ = [
     "open_db",
     "parse_spec",
     "plan_units",
+    "predictor_table",
     "run_study",
     "run_unit",
     "summarize",
 ]
 
 _SUMMARY = ("Correlation", "StudySummary", "summarize")
+_PREDICTORS = ("PredictorPair", "PredictorRow", "PredictorTable", "predictor_table")
 
 
 def __getattr__(name: str):
@@ -53,6 +58,12 @@ def __getattr__(name: str):
         from nngauge.studies import _summarize
 
         value = getattr(_summarize, name)
+        globals()[name] = value
+        return value
+    if name in _PREDICTORS:
+        from nngauge.studies import _predictors
+
+        value = getattr(_predictors, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'nngauge.studies' has no attribute {name!r}")

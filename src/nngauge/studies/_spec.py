@@ -22,7 +22,7 @@ measures, training protocol, learning rates and seeds::
     explicit = [{width = 16, depth = 3, activation = "tanh"}]   # nngauge.nn.mlp keywords
 
     [measures]
-    names = ["nlc", "jacobian_norm"]
+    names = ["nlc", "jacobian_norm"]   # or proxies: "synflow", "naswot", "n_params", ...
 
     [training]
     enabled = true
@@ -55,6 +55,12 @@ MEASURES: dict[str, tuple[str, ...]] = {
     "gradient_metrics": ("gvcs", "gradient_length", "lipschitz"),
     "error_preserving_perturbation": ("error_preserving_perturbation",),
 }
+PROXIES = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "te_nas",
+           "te_nas_regions", "n_params", "flops", "nlc_rule", "jacobian_growth",
+           "kernel_condition", "trajectory_growth", "region_density")
+"""The predictors of :mod:`nngauge.proxies` a study can take at initialization, each into the
+column of its name (zero-cost proxies, cost baselines and nngauge's own predictors)."""
+MEASURES.update({name: (name,) for name in PROXIES})
 """Measures a study can take (at initialization, or of each trained network with
 ``training.measure_after``) -> the scalar columns each one records."""
 

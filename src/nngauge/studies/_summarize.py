@@ -177,8 +177,8 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     for column in columns:
         pairs = [(p[column], p["test_error"]) for p in points.values()
                  if _finite(p.get(column)) and _finite(p["test_error"])]
-        if len(pairs) >= 3:
-            x, y = zip(*pairs)
+        x, y = zip(*pairs) if pairs else ((), ())
+        if len(pairs) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:  # else undefined
             rho, rho_p = stats.spearmanr(x, y)
             tau, tau_p = stats.kendalltau(x, y)
         else:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from nngauge.errors import InvalidInputError, NNGaugeError
-from nngauge.studies._spec import AFTER, MEASURES, StudySpec
+from nngauge.studies._spec import AFTER, MEASURES, PROXIES, StudySpec
 
 Kind = Literal["init", "train"]
 
@@ -312,8 +312,27 @@ def _error_preserving_perturbation(model, parts, batch_size, generator):
         generator=generator).median}
 
 
+def _proxy(name, model, parts, batch_size, generator):
+    """The predictor ``name`` of :mod:`nngauge.proxies` on the training set. A predictor that
+    is undefined for this architecture (naswot without ReLU-type units, region_density of a
+    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
+    not the unit's failure. jacob_cov reads at most as many samples as the input has
+    dimensions (more make its Jacobian correlation matrix singular whatever the network,
+    and the score a constant)."""
+    from nngauge import proxies
+
+    train = parts[0]
+    options = {"batch_size": min(128, train.inputs[0].numel())} if name == "jacob_cov" else {}
+    try:
+        value = getattr(proxies, name)(model, train, generator=generator, **options)
+    except InvalidInputError:
+        value = math.nan
+    return {name: value}
+
+
 _MEASURE_RUNNERS = {"nlc": _nlc, "jacobian_norm": _jacobian_norm, "correlations": _correlations,
                     "kernel_conditioning": _kernel_conditioning,
                     "gradient_metrics": _gradient_metrics,
-                    "error_preserving_perturbation": _error_preserving_perturbation}
+                    "error_preserving_perturbation": _error_preserving_perturbation,
+                    **{name: functools.partial(_proxy, name) for name in PROXIES}}
 """Measure name -> runner returning the columns :data:`MEASURES` lists for it."""

@@ -1,0 +1,85 @@
+"""``nngauge reproduce predictors`` (issue 21): every predictor at initialization against the
+zero-cost proxies and the cost baselines on one set of sampled architectures. The command runs
+at a test scale (12 architectures, 1 epoch: the default's 100 take minutes, recorded in the
+README); the table's statistics are checked against scipy in tests/test_study_predictors.py,
+the combined predictors here by hand."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import rankdata
+
+from nngauge.reproduce import _predictors
+from nngauge.reproduce._predictors import COLUMNS, COMBINATIONS, REPRODUCTION, with_combinations
+from nngauge.studies._spec import PROXIES
+
+TEST_SCALE = ({
+    "data": {"source": "waveform", "n": 200, "split": [0.6, 0.2, 0.2]},
+    "architectures": {"sample": 12, "overrides": {"width": 8}},
+    "measures": {"names": list(_predictors.MEASURES), "batch_size": 60},
+    "training": {"lrs": [0.1], "batch_size": 30, "max_epochs": 1},
+}, 2)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(_predictors.SETTINGS, "small", TEST_SCALE)
+        out = tmp_path_factory.mktemp("predictors")
+        return REPRODUCTION.run(out, scale="small", generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.slow
+def test_the_table_ranks_every_predictor_with_the_baselines_marked(result):
+    """One row per predictor (the zero-cost proxies, the cost baselines, nngauge's and the
+    three combinations), best first, with known directions (none taken from the data), the
+    baselines flagged, n at most the 12 architectures, bootstrap intervals around each rho,
+    and the paper's NAS-Bench-201 numbers beside the proxies that have one; the CSV, the
+    figure and the README with its verdict are written."""
+    with open(result.csv_path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert tuple(rows[0]) == COLUMNS
+    names = [r["predictor"] for r in rows]
+    expected = {*PROXIES, "nlc", "output_bias", "rho_max", *COMBINATIONS}
+    assert set(names) == expected and len(names) == len(expected)
+    table = result.computed.extra["table"]
+    assert not any(r.direction_from_data for r in table.rows)
+    assert {r.name for r in table.rows if r.baseline} == {"n_params", "flops"}
+    defined = [r for r in table.rows if not math.isnan(r.spearman)]
+    assert [r.spearman for r in defined] == sorted((r.spearman for r in defined), reverse=True)
+    for r in defined:
+        assert 3 <= r.n <= 12 and r.spearman_low <= r.spearman <= r.spearman_high
+    synflow = result.computed.compared("Spearman rho(synflow")
+    assert synflow.paper == 0.74 and "NAS-Bench-201" in synflow.note
+    assert result.png_path.stat().st_size > 10_000
+    readme = result.readme_path.read_text(encoding="utf-8")
+    assert "beat n_params significantly" in readme and "every zero-cost proxy" in readme
+    assert result.verdict.status in ("reproduced", "qualitatively", "differs")
+
+
+def test_combinations_average_the_signed_ranks():
+    """A combined predictor is the mean of its columns' direction-signed ranks (TE-NAS's sum
+    of ranks, section 3.3), on the points where every column is finite: by hand on four
+    points, with the condition number's direction -1 and a NaN left out."""
+    from nngauge.studies._summarize import StudySummary
+
+    points = tuple({"arch_index": i, "skip": skip, "test_error": 0.1 * i, "te_nas": kappa,
+                    "te_nas_regions": regions, "synflow": 1.0, "jacob_cov": 1.0,
+                    "naswot": 1.0, "nlc_rule": rule}
+                   for i, (skip, kappa, regions, rule) in enumerate(
+                       [(True, 10.0, 5.0, 0.0), (False, 20.0, 7.0, 0.5),
+                        (True, 30.0, 6.0, 1.0), (False, math.nan, 9.0, 0.0)]))
+    summary = StudySummary("id", "hand", ("te_nas", "te_nas_regions"), points, (), None, 0.1)
+    combined = with_combinations(summary, {"te_nas": -1, "te_nas_regions": 1, "nlc_rule": -1})
+    assert combined.columns[-3:] == tuple(COMBINATIONS)
+    te = [p["te_nas_combined"] for p in combined.points]
+    expected = (rankdata([-10.0, -20.0, -30.0]) + rankdata([5.0, 7.0, 6.0])) / 2
+    np.testing.assert_allclose(te[:3], expected)
+    assert math.isnan(te[3])
+    rule = [p["nlc_rule+skip"] for p in combined.points]
+    np.testing.assert_allclose(rule, (rankdata([0.0, -0.5, -1.0, 0.0])
+                                      + rankdata([1.0, 0.0, 1.0, 0.0])) / 2)
+    assert summary.points[0].get("vote") is None  # the summary given is not changed
