@@ -83,3 +83,35 @@ def test_combinations_average_the_signed_ranks():
     np.testing.assert_allclose(rule, (rankdata([0.0, -0.5, -1.0, 0.0])
                                       + rankdata([1.0, 0.0, 1.0, 0.0])) / 2)
     assert summary.points[0].get("vote") is None  # the summary given is not changed
+
+
+def test_study_reproductions_send_their_units_where_asked(monkeypatch, tmp_path):
+    """The reproductions that run a study use a local process pool by default and the Ray
+    cluster given to ``nngauge reproduce --ray ADDRESS`` (issue 20: "process pool by default,
+    Ray when asked"): the options reach run_study, through the command line too."""
+    import nngauge.studies
+    from typer.testing import CliRunner
+
+    from nngauge.cli import app
+    from nngauge.reproduce._base import run_reproduction_study, study_executor
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def recorded(spec, url, **options):
+        calls.append(options)
+        raise Stop
+
+    monkeypatch.setattr(nngauge.studies, "run_study", recorded)
+    for context, expected in ((study_executor(), {"workers": 2}),
+                              (study_executor("10.0.0.1:6379"),
+                               {"executor": "ray", "address": "10.0.0.1:6379"})):
+        with context, pytest.raises(Stop):
+            run_reproduction_study(None, "sqlite://", 2)
+        assert calls.pop() == expected
+    result = CliRunner().invoke(app, ["reproduce", "nlc-lr", "--ray", "auto", "--out",
+                                       str(tmp_path / "lr")])
+    assert isinstance(result.exception, Stop)
+    assert calls == [{"executor": "ray", "address": "auto"}]

@@ -13,6 +13,7 @@ REPRODUCE_EXAMPLES = (
     "nngauge reproduce --list",
     "nngauge reproduce shrinkage-figure2 --scale paper --seed 1",
     "nngauge reproduce --all --out reproduce",
+    "nngauge reproduce nlc-figure2 --scale paper --ray auto",
 )
 
 
@@ -29,6 +30,11 @@ def reproduce(
     list_all: bool = typer.Option(False, "--list", help="Describe every reproduction and exit."),
     run_all: bool = typer.Option(False, "--all", help="Run every reproduction into OUT/NAME "
                                  "and write OUT/index.html (OUT default: reproduce)."),
+    ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
+                                      help="Run the units of the reproductions that run a "
+                                      "study (nlc-figure2/3/9/10, nlc-lr, predictors) on the "
+                                      "Ray cluster at ADDRESS ('auto': this machine's); "
+                                      "default: a local process pool."),
 ) -> None:
     """Reproduce a paper's table or figure; print ours beside the paper's values and the
     verdict (reproduced / qualitatively / differs)."""
@@ -38,6 +44,14 @@ def reproduce(
     if list_all:
         console.print(_list_table())
         return
+    from nngauge.reproduce._base import study_executor
+
+    with study_executor(ray):
+        _reproduce(console, name, out, scale, seed, run_all)
+
+
+def _reproduce(console, name: Optional[list[str]], out: Optional[Path], scale: str, seed: int,
+               run_all: bool) -> None:
     from nngauge.reproduce import get, names
 
     if run_all and name:

@@ -16,9 +16,11 @@ import csv
 import math
 import textwrap
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 import torch
 
@@ -285,3 +287,30 @@ def digit_splits(generator: torch.Generator):
 def seed_from(generator: torch.Generator) -> int:
     """A numpy / data seed drawn from the torch generator (so one seed drives everything)."""
     return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+
+
+_STUDY_EXECUTOR: ContextVar[dict] = ContextVar("nngauge_study_executor", default={})
+
+
+@contextmanager
+def study_executor(address: Optional[str] = None) -> Iterator[None]:
+    """Within: the reproductions that run a study (:func:`run_reproduction_study`) send its
+    units to the Ray cluster at ``address`` ("auto": the one this machine belongs to; None:
+    the local process pool, the default), as ``nngauge reproduce --ray ADDRESS`` does."""
+    token = _STUDY_EXECUTOR.set({} if address is None else {"executor": "ray",
+                                                            "address": address})
+    try:
+        yield
+    finally:
+        _STUDY_EXECUTOR.reset(token)
+
+
+def run_reproduction_study(spec, url: str, workers: int):
+    """:func:`nngauge.studies.run_study` of a reproduction's study: on the local process pool
+    with ``workers`` processes (0: every CPU), or on Ray inside :func:`study_executor`."""
+    from nngauge.studies import run_study
+
+    options = _STUDY_EXECUTOR.get()
+    if options:
+        return run_study(spec, url, **options)
+    return run_study(spec, url, workers=workers or None)

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
+                                     run_reproduction_study, seed_from)
 from nngauge.reproduce._nlc_figure3 import BETTER_THAN_CHANCE
 from nngauge.reproduce._nlc_study import positive, undefined_at_initialization
 
@@ -55,14 +56,14 @@ SETTINGS = {
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.reproduce._nlc_study import _architecture_names
-    from nngauge.studies import parse_spec, run_study, summarize
+    from nngauge.studies import parse_spec, summarize
 
     raw, workers = SETTINGS[scale]
     spec = parse_spec({"name": f"nlc-lr-{scale}", "seed": seed_from(generator), **raw})
     with tempfile.TemporaryDirectory(prefix="nlc-lr-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
-        undefined = undefined_at_initialization(run_study(spec, url,
-                                                          workers=workers or None).failed)
+        undefined = undefined_at_initialization(
+            run_reproduction_study(spec, url, workers).failed)
         summary = summarize(url)
         names = _architecture_names(url, spec.study_id)
     rows = tuple(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nngauge.errors import NNGaugeError
-from nngauge.reproduce._base import Verdict
+from nngauge.reproduce._base import Verdict, run_reproduction_study
 
 _AFTER = ["nlc", "error_preserving_perturbation"]
 
@@ -90,13 +90,13 @@ class StudyPoints:
 @functools.lru_cache(maxsize=2)
 def run(scale: str, seed: int) -> StudyPoints:
     """Run the study at ``scale`` with study seed ``seed`` (once per process)."""
-    from nngauge.studies import parse_spec, run_study, summarize
+    from nngauge.studies import parse_spec, summarize
 
     raw, workers = SETTINGS[scale]
     spec = parse_spec({"name": f"nlc-study-{scale}", "seed": seed, **raw})
     with tempfile.TemporaryDirectory(prefix="nlc-study-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
-        result = run_study(spec, url, workers=workers or None)
+        result = run_reproduction_study(spec, url, workers)
         undefined = undefined_at_initialization(result.failed)
         summary = summarize(url)
         names = _architecture_names(url, spec.study_id)

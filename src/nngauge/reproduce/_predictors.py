@@ -34,7 +34,8 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
+                                     run_reproduction_study, seed_from)
 from nngauge.studies._spec import PROXIES
 
 MEASURES = ("nlc", "correlations", *PROXIES)
@@ -74,7 +75,7 @@ SETTINGS = {
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
-    from nngauge.studies import parse_spec, predictor_table, run_study, summarize
+    from nngauge.studies import parse_spec, predictor_table, summarize
     from nngauge.studies._predictors import known_directions
 
     raw, workers = SETTINGS[scale]
@@ -82,7 +83,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     spec = parse_spec({"name": f"predictors-{scale}", "seed": seed, **raw})
     with tempfile.TemporaryDirectory(prefix="predictors-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
-        failed = run_study(spec, url, workers=workers or None).failed
+        failed = run_reproduction_study(spec, url, workers).failed
         summary = summarize(url)
     directions = known_directions()
     summary = with_combinations(summary, directions)
