@@ -189,6 +189,7 @@ REPRODUCTION = Reproduction(
             "waveform-noise instead of CIFAR10 for figures 7A and 8A",
             "7B and 8B read the 40-rate study's run of lowest training error, not a 60-rate "
             "retraining from 1e-16 without early stopping",
+            "10,000 training runs: days on one CPU machine, hence --ray ADDRESS for a cluster",
         ),
     },
     small_runtime="~45 s",

@@ -58,6 +58,7 @@ DIFFERENCES = {
     "paper": (
         "waveform-noise only (250 architectures): the MNIST and CIFAR10 panels (the other "
         "500 of the 750) are not drawn",
+        "10,000 training runs: days on one CPU machine, hence --ray ADDRESS for a cluster",
     ),
 }
 """What the shared study changes from the paper, per scale."""
