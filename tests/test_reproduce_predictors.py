@@ -56,7 +56,8 @@ def test_the_table_ranks_every_predictor_with_the_baselines_marked(result):
     assert synflow.paper == 0.74 and "NAS-Bench-201" in synflow.note
     assert result.png_path.stat().st_size > 10_000
     readme = result.readme_path.read_text(encoding="utf-8")
-    assert "beat n_params significantly" in readme and "every zero-cost proxy" in readme
+    assert "beat n_params significantly" in readme and "nlc_rule+skip (rho" in readme
+    assert "every zero-cost proxy" in readme
     assert result.verdict.status in ("reproduced", "qualitatively", "differs")
 
 

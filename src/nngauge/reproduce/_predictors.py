@@ -47,6 +47,12 @@ COMBINATIONS = {
     "nlc_rule+skip": ("nlc_rule", "skip"),
 }
 """Combined predictors: name -> the columns whose direction-signed ranks are averaged."""
+ZERO_COST = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "te_nas",
+             "te_nas_regions", "te_nas_combined", "vote")
+"""The zero-cost proxies and their published combinations (not nngauge's predictors)."""
+OURS = ("nlc_rule+skip", "nlc_rule")
+"""nngauge's candidate rules: the NLC paper's (NLC in its ideal range, no high bias), alone
+and with skip connections."""
 PUBLISHED = {"synflow": 0.74, "jacob_cov": 0.73, "snip": 0.60, "grad_norm": 0.59,
              "grasp": 0.51, "fisher": 0.36, "vote": 0.82}
 """Spearman rho with final accuracy on NAS-Bench-201, CIFAR-10, all 15,625 cells (Abdelfattah
@@ -136,21 +142,23 @@ def judge(computed: Computed) -> Verdict:
     """The NLC paper's claim through its rule (NLC in 1-3, no high bias): a significant
     positive rank correlation with accuracy that beats the parameter count (reproduced);
     positive but not beating it (qualitatively); else differs. The reason lists the predictors
-    that beat n_params and whether a combination beats every zero-cost proxy."""
+    that beat n_params and, for each of nngauge's rules, whether it beats every zero-cost proxy
+    (combinations included) significantly."""
     table = computed.extra["table"]
+    names = {r.name for r in table.rows}
     rule = table["nlc_rule"]
     beating = [r.name for r in table.rows if _beats(table, r.name, "n_params")]
-    proxies = [r.name for r in table.rows if r.name in PUBLISHED and r.name != "vote"]
-    best_combination = max((table[c] for c in COMBINATIONS),
-                           key=lambda r: -math.inf if math.isnan(r.spearman) else r.spearman)
-    beats_all = all(table.beats(best_combination.name, p) for p in proxies)
+    proxies = [p for p in ZERO_COST if p in names]
+    verdicts = []
+    for name in OURS:
+        unbeaten = [p for p in proxies if not table.beats(name, p)]
+        verdicts.append(f"{name} (rho {table[name].spearman:.2f}) beats "
+                        + ("every zero-cost proxy significantly" if not unbeaten else
+                           f"every zero-cost proxy but {', '.join(unbeaten)}"))
     reason = (f"nlc_rule: rho {rule.spearman:.2f} [{rule.spearman_low:.2f}, "
               f"{rule.spearman_high:.2f}] (p = {rule.spearman_p:.2g}, n = {rule.n}); "
               f"n_params: rho {table['n_params'].spearman:.2f}; beat n_params significantly: "
-              f"{', '.join(beating) or 'none'}; best combination {best_combination.name} "
-              f"(rho {best_combination.spearman:.2f}) "
-              f"{'beats' if beats_all else 'does not beat'} every zero-cost proxy "
-              "significantly")
+              f"{', '.join(beating) or 'none'}; " + "; ".join(verdicts))
     if rule.spearman > 0 and rule.spearman_p < 0.05 and "nlc_rule" in beating:
         return Verdict("reproduced", reason + ".")
     if rule.spearman > 0:
