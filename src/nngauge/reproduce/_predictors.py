@@ -193,7 +193,7 @@ REPRODUCTION = Reproduction(
             "these fully-connected networks",
         ),
     },
-    small_runtime="~8 min",
+    small_runtime="~4 min",
     compute=compute,
     plot=plot,
     claim=("A measure taken at initialization predicts the test error after training (NLC "
