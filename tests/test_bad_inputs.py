@@ -99,6 +99,8 @@ def _valid_elsewhere(qualified: str) -> tuple:
         "nngauge.nn.mlp": (5, 8, 2, 3),
         "nngauge.nn.sample_architecture": (torch.Generator().manual_seed(0), 5, 3),
         "nngauge.nn.sample_description": (torch.Generator().manual_seed(0), 5, 3),
+        "nngauge.nn.cnn": (64, 8, 2, 3),
+        "nngauge.nn.sample_cnn": (torch.Generator().manual_seed(0), 64, 3),
         "nngauge.nn.trajectory_penalty": (_net(),),
         "nngauge.data.confusion_set": (x, y, 10, 5),
         "nngauge.data.gaussian": (20, 5),

@@ -40,7 +40,8 @@ from typing import Optional, Union
 import torch
 
 from nngauge._internal.constraints import Either, Instance, Integer, constrained
-from nngauge.activations import Activation, debias, modify, unit_scale
+from nngauge.activations import Activation, modify, unit_scale
+from nngauge.activations import debias as _debias
 from nngauge.errors import UnknownNameError, invalid
 from nngauge.nn._mlp import MLP, mlp
 
@@ -113,8 +114,7 @@ class ArchitectureDescription:
 
     def activation_function(self) -> Activation:
         """c tau(d s + t) + b: modified, optionally debiased, then scaled to quadratic mean 1."""
-        act = modify(self.activation, dilation=self.dilation, shift=self.shift)
-        return unit_scale(debias(act) if self.debias else act)
+        return modified_activation(self.activation, self.dilation, self.shift, self.debias)
 
     def to_dict(self) -> dict:
         """Every choice as plain Python, plus the activation spec and ``post_processed``."""
@@ -164,7 +164,8 @@ def sample_description(generator: Generator, d_in: int, d_out: int,
     _check_overrides(overrides, where)
     u = torch.rand(12, generator=_as_generator(generator), dtype=torch.float64).tolist()
     depth = overrides.get("depth", DEPTHS[min(int(u[0] * len(DEPTHS)), len(DEPTHS) - 1)])
-    activation = overrides.get("activation", _pick(ACTIVATIONS, u[1]))
+    choices = draw_activation(u[1:5], overrides)
+    activation = choices["activation"]
     skip_kind = _pick(SKIPS, u[8])
     skip = overrides.get("skip", {"none": None, "unit": 1.0, "uniform": u[9]}[skip_kind])
     norm_sampled = _pick(NORMS, u[7])
@@ -175,10 +176,7 @@ def sample_description(generator: Generator, d_in: int, d_out: int,
     norm = overrides.get("norm", norm)
     width = overrides.get("width", width_for_parameters(depth, d_in, d_out))
     return ArchitectureDescription(
-        d_in=d_in, d_out=d_out, depth=depth, width=width, activation=activation,
-        dilation=float(overrides.get("dilation", _pick(DILATIONS, u[2]))),
-        shift=float(overrides.get("shift", _pick(SHIFTS, u[3]))),
-        debias=overrides.get("debias", u[4] < 0.5),
+        d_in=d_in, d_out=d_out, depth=depth, width=width, **choices,
         init=overrides.get("init", "orthogonal"),
         bias_std=float(overrides.get("bias_std", 0.0 if u[5] < 0.5 else math.sqrt(BIAS_VARIANCE))),
         scale=float(overrides.get("scale", _pick(SCALES, u[6]))),
@@ -248,6 +246,24 @@ def width_for_parameters(depth: int, d_in: int, d_out: int,
     return min(candidates, key=lambda w: (abs(count_parameters(depth, w, d_in, d_out) - target), w))
 
 
+def draw_activation(u, overrides: dict) -> dict:
+    """The activation choices of appendix C from four uniforms ``u`` (base activation,
+    dilation, shift, debias), each unless fixed in ``overrides``: the keywords ``activation``,
+    ``dilation``, ``shift`` and ``debias`` of :func:`modified_activation`."""
+    return {"activation": overrides.get("activation", _pick(ACTIVATIONS, u[0])),
+            "dilation": float(overrides.get("dilation", _pick(DILATIONS, u[1]))),
+            "shift": float(overrides.get("shift", _pick(SHIFTS, u[2]))),
+            "debias": overrides.get("debias", u[3] < 0.5)}
+
+
+def modified_activation(activation: str, dilation: float, shift: float,
+                        debias: bool) -> Activation:
+    """c tau(d s + t) + b (appendix C): ``activation`` tau modified by dilation d and shift t,
+    debiased under a unit Gaussian when ``debias``, then scaled to quadratic mean 1."""
+    act = modify(activation, dilation=dilation, shift=shift)
+    return unit_scale(_debias(act) if debias else act)
+
+
 def _pick(probabilities: dict, u: float):
     """The category whose cumulative-probability interval contains the uniform ``u``."""
     total = 0.0
@@ -264,23 +280,26 @@ def _as_generator(generator: Generator) -> torch.Generator:
     return torch.Generator().manual_seed(int(generator))
 
 
-def _check_overrides(overrides: dict, where: str) -> None:
-    checks = {
-        "depth": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 2,
-                  "an integer >= 2 (odd with skip connections)"),
-        "width": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                  "an integer >= 1"),
-        "activation": (lambda v: v in ACTIVATIONS, f"one of {list(ACTIVATIONS)}"),
-        "debias": (lambda v: isinstance(v, bool), "True or False"),
-        "init": (lambda v: v in ("orthogonal", "gaussian"), "'orthogonal' or 'gaussian'"),
-        "norm": (lambda v: v in (None, "batch", "layer"), "None, 'batch' or 'layer'"),
-        "skip": (lambda v: v is None or _finite(v), "None or a finite strength"),
-        "skip_start": (lambda v: v in ("linear", "norm"), "'linear' or 'norm'"),
-        "bias_std": (lambda v: _finite(v) and 0 <= v < 1, "a number in [0, 1)"),
-        "dilation": (lambda v: _finite(v) and v != 0, "a finite nonzero number"),
-        "shift": (_finite, "a finite number"),
-        "scale": (lambda v: _finite(v) and v > 0, "a positive number"),
-    }
+OVERRIDE_CHECKS = {
+    "depth": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 2,
+              "an integer >= 2 (odd with skip connections)"),
+    "width": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+              "an integer >= 1"),
+    "activation": (lambda v: v in ACTIVATIONS, f"one of {list(ACTIVATIONS)}"),
+    "debias": (lambda v: isinstance(v, bool), "True or False"),
+    "init": (lambda v: v in ("orthogonal", "gaussian"), "'orthogonal' or 'gaussian'"),
+    "norm": (lambda v: v in (None, "batch", "layer"), "None, 'batch' or 'layer'"),
+    "skip": (lambda v: v is None or _finite(v), "None or a finite strength"),
+    "skip_start": (lambda v: v in ("linear", "norm"), "'linear' or 'norm'"),
+    "bias_std": (lambda v: _finite(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "dilation": (lambda v: _finite(v) and v != 0, "a finite nonzero number"),
+    "shift": (lambda v: _finite(v), "a finite number"),
+    "scale": (lambda v: _finite(v) and v > 0, "a positive number"),
+}
+"""Override name -> (test, what it expects) of :func:`sample_description`."""
+
+
+def _check_overrides(overrides: dict, where: str, checks: dict = OVERRIDE_CHECKS) -> None:
     for name, value in overrides.items():
         ok, expected = checks[name]
         if not ok(value):

@@ -17,9 +17,13 @@ measures, training protocol, learning rates and seeds::
     preprocess = "standardize"      # none | standardize | pca  (NLC paper D.2)
 
     [architectures]
+    family = "mlp"                  # mlp | cnn (small CNNs on flat images, nngauge.nn.cnn)
+    image_shape = [1, 8, 8]         # (C, H, W) of the flat inputs; cnn only (digits' shape)
     sample = 6                      # architectures from nngauge.nn.sample_architecture
+                                    # (sample_cnn for family cnn)
     overrides = {}                  # keyword arguments of the sampler
-    explicit = [{width = 16, depth = 3, activation = "tanh"}]   # nngauge.nn.mlp keywords
+    explicit = [{width = 16, depth = 3, activation = "tanh"}]   # nngauge.nn.mlp (or cnn)
+                                                                # keywords
 
     [measures]
     names = ["nlc", "jacobian_norm"]   # or proxies: "synflow", "naswot", "n_params", ...
@@ -72,6 +76,11 @@ DTYPES = ("float32", "float64")
 OPTIMIZERS = ("sgd", "adam")
 MLP_KEYS = ("width", "depth", "activation", "norm", "skip", "skip_start", "init", "sigma_w",
             "bias_std", "scale")
+CNN_KEYS = ("width", "depth", "activation", "norm", "skip", "pool_after", "init", "sigma_w",
+            "bias_std", "scale")
+"""Keywords of an explicit architecture, per family (d_in, d_out come from the data)."""
+FAMILIES = {"mlp": MLP_KEYS, "cnn": CNN_KEYS}
+DEFAULT_IMAGE_SHAPE = (1, 8, 8)
 
 
 @dataclass(frozen=True)
@@ -87,11 +96,15 @@ class DataSpec:
 @dataclass(frozen=True)
 class ArchitectureSpec:
     """``sample`` architectures from the NLC sampler (with ``overrides``) plus ``explicit``
-    ones, each a mapping of :func:`nngauge.nn.mlp` keywords (d_in, d_out come from the data)."""
+    ones, each a mapping of :func:`nngauge.nn.mlp` keywords (d_in, d_out come from the data);
+    with ``family = "cnn"``, :func:`nngauge.nn.sample_cnn` and :func:`nngauge.nn.cnn` on
+    inputs reshaped to ``image_shape``."""
 
     sample: int = 0
     overrides: tuple[tuple[str, Any], ...] = ()
     explicit: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    family: str = "mlp"
+    image_shape: tuple[int, int, int] = DEFAULT_IMAGE_SHAPE
 
     @property
     def count(self) -> int:
@@ -146,6 +159,10 @@ class StudySpec:
         arch = out["architectures"]
         arch["overrides"] = dict(self.architectures.overrides)
         arch["explicit"] = [dict(entry) for entry in self.architectures.explicit]
+        if self.architectures.family == "mlp":  # as before families: MLP study ids unchanged
+            del arch["family"], arch["image_shape"]
+        else:
+            arch["image_shape"] = list(self.architectures.image_shape)
         return out
 
     @property
@@ -197,13 +214,14 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
                            "measures", "training"))
     data = _Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess"))
     arch = _Table(top.get("architectures", {}), "architectures.",
-                  ("sample", "overrides", "explicit"))
+                  ("family", "image_shape", "sample", "overrides", "explicit"))
     measures = _Table(top.get("measures", {}), "measures.", ("names", "batch_size"))
     training = _Table(top.get("training", {}), "training.",
                       ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale",
                        "optimizer",
                        "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
                        "loss_scaling", "measure_after"))
+    family = arch.choice("family", "mlp", tuple(FAMILIES))
     spec = StudySpec(
         name=top.string("name", default_name),
         seed=top.integer("seed", 0, least=0),
@@ -218,7 +236,9 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
         architectures=ArchitectureSpec(
             sample=arch.integer("sample", 0, least=0),
             overrides=tuple(sorted(arch.table("overrides").items())),
-            explicit=tuple(_explicit(arch)),
+            explicit=tuple(_explicit(arch, FAMILIES[family])),
+            family=family,
+            image_shape=_image_shape(arch, family),
         ),
         measures=MeasureSpec(
             names=tuple(measures.names("names", ["nlc"], MEASURES)),
@@ -356,19 +376,32 @@ def _split(data: _Table) -> tuple[float, float, float]:
     return tuple(float(v) for v in value)
 
 
-def _explicit(arch: _Table) -> list[tuple[tuple[str, Any], ...]]:
+def _image_shape(arch: _Table, family: str) -> tuple[int, int, int]:
+    value = arch.get("image_shape", list(DEFAULT_IMAGE_SHAPE))
+    if family != "cnn" and "image_shape" in arch.raw:
+        raise _fail("architectures.image_shape", 'family = "cnn" beside it', value,
+                    'set family = "cnn" or drop image_shape')
+    if not (isinstance(value, list) and len(value) == 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)):
+        raise _fail("architectures.image_shape", "three positive integers [C, H, W]", value,
+                    "write image_shape = [1, 8, 8]")
+    return tuple(value)
+
+
+def _explicit(arch: _Table, keys: tuple[str, ...]) -> list[tuple[tuple[str, Any], ...]]:
     entries = arch.get("explicit", [])
     if not isinstance(entries, list):
         raise _fail("architectures.explicit", "a list of tables", entries,
                     "write explicit = [{width = 16, depth = 3}]")
     out = []
     for i, entry in enumerate(entries):
-        _Table(entry, f"architectures.explicit[{i}].", MLP_KEYS)
+        _Table(entry, f"architectures.explicit[{i}].", keys)
         for key in ("width", "depth"):
             if key not in entry:
                 raise _fail(f"architectures.explicit[{i}].{key}", "an integer >= 1", None,
                             f"give every explicit architecture its {key}")
-        out.append(tuple(sorted(entry.items())))
+        out.append(tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                                for k, v in entry.items())))
     return out
 
 

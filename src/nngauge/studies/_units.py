@@ -32,7 +32,9 @@ Kind = Literal["init", "train"]
 @dataclass(frozen=True)
 class Architecture:
     """An architecture of the study: :func:`nngauge.nn.mlp` arguments (``config``, the
-    ``MLPConfig`` as a dict) and, for sampled ones, the sampler's description."""
+    ``MLPConfig`` as a dict), or :func:`nngauge.nn.cnn` ones (the ``CNNConfig`` as a dict,
+    with ``"family": "cnn"``; a config without a family is an MLP's, as databases written
+    before families hold), and, for sampled ones, the sampler's description."""
 
     index: int
     config: dict
@@ -138,37 +140,52 @@ def resolve_architectures(spec: StudySpec) -> list[Architecture]:
     """The study's architectures: sampled ones first (index 0..sample-1), then explicit ones.
 
     Input and output widths come from the (preprocessed) data. An explicit entry that
-    :func:`nngauge.nn.mlp` rejects raises an error naming the entry.
+    :func:`nngauge.nn.mlp` (or :func:`nngauge.nn.cnn`) rejects raises an error naming the entry.
     """
-    from nngauge.nn import mlp
+    from nngauge.nn import cnn, mlp
 
     parts = study_data(spec.data, spec.seed)
     d_in = int(parts[0].inputs.shape[1])
     d_out = max(int(part.labels.max()) for part in parts) + 1
+    arch = spec.architectures
+    family, extra = arch.family, {}
+    if family == "cnn":
+        shape = arch.image_shape
+        if math.prod(shape) != d_in:
+            raise InvalidInputError(f"study spec field architectures.image_shape expected C*H*W "
+                                    f"= {d_in}, the data's features; got {list(shape)}. Fix: "
+                                    "give the (C, H, W) of the flattened inputs (digits: "
+                                    "[1, 8, 8], without PCA).")
+        extra = {"image_shape": shape}
+    build, name = (cnn, "cnn()") if family == "cnn" else (mlp, "mlp()")
     out = []
-    if spec.architectures.sample:
-        sample_architecture = _sampler()
-        overrides = dict(spec.architectures.overrides)
-        for index in range(spec.architectures.sample):
+    if arch.sample:
+        sample = _sampler(family)
+        overrides = dict(arch.overrides)
+        for index in range(arch.sample):
             generator = _generator(derive_seed(spec.seed, "architecture", index))
             try:
-                model, description = sample_architecture(generator, d_in, d_out, **overrides)
+                model, description = sample(generator, d_in, d_out, **extra, **overrides)
             except TypeError as exc:
                 raise InvalidInputError(f"study spec field architectures.overrides expected "
-                                        f"keywords of sample_architecture(); got "
+                                        f"keywords of {sample.__name__}(); got "
                                         f"{overrides!r} ({exc}). Fix: check their names.") from None
             out.append(Architecture(index, model.config.to_dict(), description.to_dict()))
-    for i, entry in enumerate(spec.architectures.explicit):
+    for i, entry in enumerate(arch.explicit):
         try:
-            model = mlp(d_in, d_out=d_out, **dict(entry))
+            model = build(d_in, d_out=d_out, **extra, **dict(entry))
         except (NNGaugeError, TypeError) as exc:
             raise InvalidInputError(f"study spec field architectures.explicit[{i}] is not a "
-                                    f"valid mlp(): {exc}") from None
+                                    f"valid {name}: {exc}") from None
         out.append(Architecture(len(out), model.config.to_dict()))
     return out
 
 
-def _sampler():
+def _sampler(family: str):
+    if family == "cnn":
+        from nngauge.nn import sample_cnn
+
+        return sample_cnn
     try:
         from nngauge.nn._sampler import sample_architecture
     except ImportError:
@@ -187,17 +204,19 @@ def _generator(seed: int):
 
 def build_model(task: UnitTask):
     """The unit's network at initialization: the same weights for every unit of one
-    (architecture, seed)."""
-    from nngauge.nn import mlp
+    (architecture, seed); :func:`nngauge.nn.mlp` or, for ``"family": "cnn"``,
+    :func:`nngauge.nn.cnn`."""
+    from nngauge.nn import cnn, mlp
 
     import torch
 
     config = dict(task.architecture.config)
+    build = cnn if config.pop("family", "mlp") == "cnn" else mlp
     spec = task.spec
-    return mlp(config.pop("d_in"), config.pop("width"), config.pop("depth"), config.pop("d_out"),
-               generator=_generator(derive_seed(spec.seed, "init", task.unit.arch_index,
-                                                task.unit.seed)),
-               dtype=getattr(torch, spec.dtype), **config)
+    return build(config.pop("d_in"), config.pop("width"), config.pop("depth"), config.pop("d_out"),
+                 generator=_generator(derive_seed(spec.seed, "init", task.unit.arch_index,
+                                                  task.unit.seed)),
+                 dtype=getattr(torch, spec.dtype), **config)
 
 
 # ---------------------------------------------------------------------------------- running
