@@ -277,3 +277,20 @@ def test_cnn_study_runs_end_to_end(tmp_path):
     archs = resolve_architectures(spec)
     assert [p["n_params"] for p in result.points] == \
         [a.description["n_parameters"] for a in archs]
+
+
+def test_a_cnn_traces_with_torch_fx_so_exact_region_measures_run():
+    """The CNN's forward has no control flow on traced values (its input check runs on
+    concrete tensors only), so torch.fx traces it and the exact piecewise-linear measures run
+    on a ReLU CNN with pooling: region density along lines through the data is finite."""
+    import torch.fx
+
+    from nngauge import proxies
+    from nngauge.nn import cnn
+
+    net = cnn(64, 8, 3, 10, activation="relu", pool_after=(1,),
+              generator=torch.Generator().manual_seed(0))
+    x = torch.randn(12, 64, generator=torch.Generator().manual_seed(1))
+    traced = torch.fx.symbolic_trace(net)
+    torch.testing.assert_close(traced(x), net(x))
+    assert 0 < proxies.region_density(net, x) < float("inf")

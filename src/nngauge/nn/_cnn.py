@@ -113,12 +113,12 @@ class CNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cfg = self.config
         shape = tuple(cfg.image_shape)
-        if tuple(x.shape[-3:]) != shape:
-            if x.shape[-1] != cfg.d_in:
+        if not isinstance(x, torch.fx.Proxy):  # concrete shapes: checked (torch.fx traces on)
+            if tuple(x.shape[1:]) not in (shape, (cfg.d_in,)):
                 raise invalid("CNN.forward()", f"inputs (batch, {cfg.d_in}) or (batch, "
                               f"{', '.join(map(str, shape))})", f"shape {tuple(x.shape)}",
                               "pass the flattened images or build cnn() with their image_shape")
-            x = x.reshape(*x.shape[:-1], *shape)
+        x = x.reshape(x.shape[0], *shape)
         for i, block in enumerate(self.blocks):
             h = block.conv(x)
             if hasattr(block, "norm"):
