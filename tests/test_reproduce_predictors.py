@@ -27,7 +27,7 @@ TEST_SCALE = ({
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(_predictors.SETTINGS, "small", TEST_SCALE)
+        patch.setitem(_predictors.SETTINGS["mlp"], "small", TEST_SCALE)
         out = tmp_path_factory.mktemp("predictors")
         return REPRODUCTION.run(out, scale="small", generator=torch.Generator().manual_seed(0))
 
@@ -116,3 +116,26 @@ def test_study_reproductions_send_their_units_where_asked(monkeypatch, tmp_path)
                                        str(tmp_path / "lr")])
     assert isinstance(result.exception, Stop)
     assert calls == [{"executor": "ray", "address": "auto"}]
+
+
+@pytest.mark.slow
+def test_the_cnn_family_runs_the_same_benchmark_on_digits(tmp_path):
+    """``predictors-cnn``: the same table over sampled CNNs on the digits images (test scale:
+    6 CNNs of width 8 and depth 3, 1 epoch): every predictor has its row, the baselines are
+    measured on every CNN, and the verdict is written."""
+    from nngauge.reproduce import _predictors_cnn
+
+    scale = ({"data": {"source": "digits", "split": [0.6, 0.2, 0.2]},
+              "architectures": {"family": "cnn", "sample": 6,
+                                "overrides": {"width": 8, "depth": 3}},
+              "measures": {"names": list(_predictors.MEASURES), "batch_size": 60},
+              "training": {"lrs": [0.1], "batch_size": 50, "max_epochs": 1}}, 2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(_predictors.SETTINGS["cnn"], "small", scale)
+        result = _predictors_cnn.REPRODUCTION.run(tmp_path, scale="small",
+                                                  generator=torch.Generator().manual_seed(0))
+    table = result.computed.extra["table"]
+    assert {r.name for r in table.rows} == {*PROXIES, "nlc", "output_bias", "rho_max",
+                                            *COMBINATIONS}
+    assert table["n_params"].n == 6 and table["flops"].n == 6
+    assert result.verdict is not None and result.readme_path.exists()

@@ -64,6 +64,7 @@ _MODULES = (  # by paper, in the order of the papers' figures
     "_regions_vs_bounds",
     "_regions_and_loss",
     "_predictors",
+    "_predictors_cnn",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {

@@ -26,6 +26,7 @@ row states its n.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tempfile
 from pathlib import Path
@@ -62,31 +63,52 @@ COLUMNS = ("predictor", "n", "direction", "baseline", "spearman", "spearman_low"
            "top_precision", "beats_n_params", "beats_flops")
 
 SETTINGS = {
-    "small": ({
-        "data": {"source": "waveform", "n": 500, "split": [0.6, 0.2, 0.2]},
-        "architectures": {"sample": 100, "overrides": {"width": 16}},
-        "measures": {"names": list(MEASURES), "batch_size": 100},
-        "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3},
-    }, 2),
-    "paper": ({
-        "dtype": "float64",
-        "data": {"source": "waveform", "n": 5000, "split": [0.6, 0.2, 0.2]},
-        "architectures": {"sample": 250},
-        "measures": {"names": list(MEASURES), "batch_size": 250},
-        "training": {"lr_start": "auto", "lr_factor": 3.0, "n_lrs": 40, "lr_scale": 1e-8,
-                     "batch_size": 250},
-    }, 0),
+    "mlp": {
+        "small": ({
+            "data": {"source": "waveform", "n": 500, "split": [0.6, 0.2, 0.2]},
+            "architectures": {"sample": 100, "overrides": {"width": 16}},
+            "measures": {"names": list(MEASURES), "batch_size": 100},
+            "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3},
+        }, 2),
+        "paper": ({
+            "dtype": "float64",
+            "data": {"source": "waveform", "n": 5000, "split": [0.6, 0.2, 0.2]},
+            "architectures": {"sample": 250},
+            "measures": {"names": list(MEASURES), "batch_size": 250},
+            "training": {"lr_start": "auto", "lr_factor": 3.0, "n_lrs": 40, "lr_scale": 1e-8,
+                         "batch_size": 250},
+        }, 0),
+    },
+    "cnn": {
+        "small": ({
+            "data": {"source": "digits", "split": [0.6, 0.2, 0.2]},
+            "architectures": {"family": "cnn", "sample": 60},
+            "measures": {"names": list(MEASURES), "batch_size": 100},
+            "training": {"lrs": [0.03, 0.3], "batch_size": 50, "max_epochs": 3},
+        }, 2),
+        "paper": ({
+            "dtype": "float64",
+            "data": {"source": "digits", "split": [0.6, 0.2, 0.2]},
+            "architectures": {"family": "cnn", "sample": 250},
+            "measures": {"names": list(MEASURES), "batch_size": 250},
+            "training": {"lr_start": "auto", "lr_factor": 3.0, "n_lrs": 40, "lr_scale": 1e-8,
+                         "batch_size": 250},
+        }, 0),
+    },
 }
-"""Per scale: (the study spec without name and seed, worker processes; 0: every CPU)."""
+"""Per family (``mlp``: the NLC paper's sampler on waveform-noise; ``cnn``:
+:func:`nngauge.nn.sample_cnn` on digits images) and scale: (the study spec without name and
+seed, worker processes; 0: every CPU)."""
 
 
-def compute(scale: str, generator: torch.Generator) -> Computed:
+def compute(family: str, scale: str, generator: torch.Generator) -> Computed:
+    """The benchmark of one architecture family (see the module docstring)."""
     from nngauge.studies import parse_spec, predictor_table, summarize
     from nngauge.studies._predictors import known_directions
 
-    raw, workers = SETTINGS[scale]
+    raw, workers = SETTINGS[family][scale]
     seed = seed_from(generator)
-    spec = parse_spec({"name": f"predictors-{scale}", "seed": seed, **raw})
+    spec = parse_spec({"name": f"predictors-{family}-{scale}", "seed": seed, **raw})
     with tempfile.TemporaryDirectory(prefix="predictors-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
         failed = run_reproduction_study(spec, url, workers).failed
@@ -171,33 +193,34 @@ def plot(computed: Computed, figure) -> None:
     computed.extra["table"].plot(figure.subplots())
 
 
+CLAIM = ("A measure taken at initialization predicts the test error after training (NLC paper, "
+         "section 4); zero-cost proxies claim the same, and the parameter count is a baseline "
+         "many of them fail to beat (Abdelfattah et al., ICLR 2021).")
+PUBLISHED_ELSEWHERE = ("the published proxy correlations are on NAS-Bench-201 (CIFAR-10 cells), "
+                       "not on these networks")
+
 REPRODUCTION = Reproduction(
     name="predictors",
     paper=cite("nlc") + "; " + cite("zero-cost"),
     target="section 4's claim against the zero-cost proxies",
     description="every predictor at initialization (nngauge's and the zero-cost proxies) "
                 "ranked by its rank correlation with accuracy after training, over sampled "
-                "architectures on waveform-noise, against n_params and FLOPs",
+                "fully-connected architectures on waveform-noise, against n_params and FLOPs",
     differences={
         "small": (
             "100 sampled architectures of width 16 on 500 waveform points (300/100/100), "
             "2 starting rates (0.03, 0.3), at most 3 epochs per run, float32",
-            "the published proxy correlations are on NAS-Bench-201 (CIFAR-10 cells), not on "
-            "these fully-connected networks",
-            "the small-CNN family on digits images is not part of this benchmark yet",
+            PUBLISHED_ELSEWHERE,
         ),
         "paper": (
             "250 architectures of the sampler's width with E.2's full protocol (40 rates, "
-            "float64): hours on a workstation; runs on every local CPU",
-            "the published proxy correlations are on NAS-Bench-201 (CIFAR-10 cells), not on "
-            "these fully-connected networks",
+            "float64): 10,000 training runs, hence --ray ADDRESS for a cluster",
+            PUBLISHED_ELSEWHERE,
         ),
     },
     small_runtime="~4 min",
-    compute=compute,
+    compute=functools.partial(compute, "mlp"),
     plot=plot,
-    claim=("A measure taken at initialization predicts the test error after training (NLC "
-           "paper, section 4); zero-cost proxies claim the same, and the parameter count is a "
-           "baseline many of them fail to beat (Abdelfattah et al., ICLR 2021)."),
+    claim=CLAIM,
     judge=judge,
 )
