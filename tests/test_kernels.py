@@ -371,3 +371,104 @@ def test_kernel_summaries_reject_non_square_input():
             fn(np.ones((2, 3)))
     assert condition_number(np.diag([1.0, 4.0])) == 4.0
     assert mean_normalized_dot_product(np.array([[1.0, 0.5], [0.5, 4.0]])) == 0.25
+
+
+# ---------------------------------------------------------------- one call for both kernels
+
+
+def awkward_inputs():
+    """Unequal norms, an exact duplicate, an antipodal pair and a zero row (relu's in-place
+    dual needs every variance > 0: without bias the zero row takes the generic path)."""
+    X = inputs(9, 4, seed=3)
+    X[4], X[5], X[8] = X[1], -X[2], 0.0
+    return X
+
+
+@pytest.mark.parametrize("name", ["erf", "relu", "leaky_relu(negative_slope=0.2)", "gelu"])
+@pytest.mark.parametrize("parameterization, width", [("ntk", None), ("standard", 64)])
+@pytest.mark.parametrize("sigma_b", [0.0, 0.4])
+def test_one_call_equals_separate_nngp_and_ntk_calls(name, parameterization, width, sigma_b):
+    """ntk(..., with_nngp=True) carries the NNGP trace of nngp() and the NTK of ntk() with the
+    same arguments, to 1e-13 relative, with nngp()'s settings fields (fast erf / relu paths,
+    generic closed forms of leaky_relu, gelu's quadrature derivative; both parameterizations;
+    with and without bias)."""
+    X = awkward_inputs()[:6] if name == "gelu" else awkward_inputs()
+    depth = 2 if name == "gelu" else 5
+    kw = dict(sigma_w=1.4, sigma_b=sigma_b, parameterization=parameterization, width=width)
+    both = ntk(X, name, depth, with_nngp=True, **kw)
+    alone_K, alone_T = nngp(X, name, depth, **kw), ntk(X, name, depth, **kw)
+    assert both.nngp.kind == "nngp" and both.nngp.width is None and both.nngp.nngp is None
+    assert dataclasses.replace(both.nngp, kernels=()) == dataclasses.replace(alone_K, kernels=())
+    for got, want in zip(both.nngp.kernels + both.kernels, alone_K.kernels + alone_T.kernels):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+    assert alone_T.nngp is None and ntk(X, name, 1, **kw).to_dict()["nngp"] is None
+    assert both.to_dict()["nngp"]["kernels"] == [k.tolist() for k in both.nngp.kernels]
+
+
+def arc_cosine_by_hand(kxx, kyy, kxy):
+    """(E relu(u) relu(v), E step(u) step(v)) for (u, v) ~ N(0, [[kxx, kxy], [kxy, kyy]]),
+    entry by entry with the math module (Cho & Saul 2009)."""
+    cos = max(-1.0, min(1.0, kxy / math.sqrt(kxx * kyy)))
+    theta = math.acos(cos)
+    value = math.sqrt(kxx * kyy) * (math.sin(theta) + (math.pi - theta) * cos) / (2 * math.pi)
+    return value, (math.pi - theta) / (2 * math.pi)
+
+
+def test_relu_depth_two_by_hand():
+    """Depth-2 relu NNGP and NTK of three inputs (sigma_w = 1.3, sigma_b = 0.2) equal a scalar
+    recursion written entry by entry with the arc-cosine kernel, to 1e-13."""
+    X = np.array([[1.0, 0.0, 2.0], [0.5, -1.0, 1.0], [-2.0, 0.3, 0.1]])
+    sw2, sb2, n = 1.3**2, 0.2**2, 3
+    K = [[sw2 * float(X[i] @ X[j]) / 3 + sb2 for j in range(n)] for i in range(n)]
+    T = [row[:] for row in K]
+    both = ntk(X, "relu", 2, sigma_w=1.3, sigma_b=0.2, with_nngp=True)
+    for depth in (1, 2):
+        pairs = [[arc_cosine_by_hand(K[i][i], K[j][j], K[i][j]) for j in range(n)]
+                 for i in range(n)]
+        K = [[sw2 * pairs[i][j][0] + sb2 for j in range(n)] for i in range(n)]
+        T = [[K[i][j] + sw2 * T[i][j] * pairs[i][j][1] for j in range(n)] for i in range(n)]
+        np.testing.assert_allclose(both.nngp.kernels[depth], K, rtol=1e-13)
+        np.testing.assert_allclose(both.kernels[depth], T, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["erf", "relu"])
+@pytest.mark.parametrize("sigma_b", [0.0, 0.3])
+def test_in_place_duals_equal_the_activations_closed_forms(name, sigma_b):
+    """The in-place erf / relu passes equal the same activation under another name (which
+    takes the generic covariance_fn path over the full matrix) to 1e-13, on inputs with a
+    duplicate, an antipodal pair and a zero row; every kernel is exactly symmetric."""
+    X = awkward_inputs()
+    fast = ntk(X, name, 6, sigma_w=1.5, sigma_b=sigma_b, with_nngp=True)
+    generic = ntk(X, dataclasses.replace(get(name), name=f"{name}_copy"), 6, sigma_w=1.5,
+                  sigma_b=sigma_b, with_nngp=True)
+    for got, want in zip(fast.kernels + fast.nngp.kernels, generic.kernels + generic.nngp.kernels):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+        assert np.array_equal(got, got.T)
+
+
+def test_a_borrowed_name_does_not_take_the_in_place_path():
+    """An activation named "relu" that is another function (leaky relu's closed forms) gets
+    its own kernels, not relu's: the in-place dual is checked against covariance_fn."""
+    impostor = dataclasses.replace(get("leaky_relu", negative_slope=0.3), name="relu", params={})
+    X = inputs()
+    got = ntk(X, impostor, 3, with_nngp=True)
+    want = ntk(X, "leaky_relu(negative_slope=0.3)", 3, with_nngp=True)
+    relu = nngp(X, "relu", 3).kernels[3]
+    np.testing.assert_allclose(got.kernels[3], want.kernels[3], rtol=1e-13)
+    np.testing.assert_allclose(got.nngp.kernels[3], want.nngp.kernels[3], rtol=1e-13)
+    assert np.abs(got.nngp.kernels[3] - relu).max() > 0.01 * np.abs(relu).max()
+
+
+@pytest.mark.parametrize("name", ["erf", "relu"])
+def test_threads_give_the_same_kernels_bit_for_bit(name, monkeypatch):
+    """Row blocks shared among 3 threads (forced, whatever the CPU count) give exactly the
+    kernels of one thread."""
+    from nngauge.theory import _kernel_maps
+
+    X = inputs(70, 5, seed=4)
+    monkeypatch.setattr(_kernel_maps, "_BLOCK_ENTRIES", 70 * 8)  # 9 blocks of up to 8 rows
+    one = ntk(X, name, 4, sigma_b=0.1, with_nngp=True)
+    monkeypatch.setattr(_kernel_maps, "_threads", lambda n: 3)
+    three = ntk(X, name, 4, sigma_b=0.1, with_nngp=True)
+    for a, b in zip(one.kernels + one.nngp.kernels, three.kernels + three.nngp.kernels):
+        assert np.array_equal(a, b)

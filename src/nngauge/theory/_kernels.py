@@ -17,7 +17,9 @@ tangent kernel <grad_theta h_l(x), grad_theta h_l(x')> tends to Theta_l (the NTK
 
 where, for entry (i, j), (u, v) ~ N(0, [[K_l_ii, K_l_ij], [K_l_ij, K_l_jj]]). The Gaussian
 expectations use the activation's closed form with unequal variances when it has one
-(:func:`~nngauge.theory.gaussian_covariance`) and quadrature otherwise.
+(:func:`~nngauge.theory.gaussian_covariance`) and quadrature otherwise; one layer is one pure
+map of :mod:`nngauge.theory._kernel_maps` (erf and relu as in-place passes computing the NNGP and
+the NTK together). ``ntk(..., with_nngp=True)`` returns both kernels from one recursion.
 """
 
 from __future__ import annotations
@@ -25,14 +27,23 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
-from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
+from nngauge._internal.constraints import Choice, Flag, Integer, Maybe, Real, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import BudgetExceededError, invalid, require_extra
-from nngauge.theory._gaussian import gaussian_covariance, resolve
+from nngauge.theory._gaussian import resolve
+from nngauge.theory._kernel_maps import (
+    Block,
+    KernelState,
+    Parameterization,
+    block,
+    input_state,
+    step,
+    workspace,
+)
 from nngauge.theory._validate import (
     ACTIVATION,
     COUNT,
@@ -42,7 +53,6 @@ from nngauge.theory._validate import (
     as_float_array,
 )
 
-Parameterization = Literal["ntk", "standard"]
 KernelKind = Literal["nngp", "ntk"]
 
 DEFAULT_MAX_SECONDS = 30.0
@@ -68,6 +78,8 @@ class KernelTrace:
         sigma_w, sigma_b: weight and bias standard deviations of every Dense layer.
         parameterization: ``"ntk"`` or ``"standard"``.
         width: hidden width (used by the standard-parameterization NTK only, else None).
+        nngp: for ``ntk(..., with_nngp=True)``, the NNGP trace of the same network (computed
+            by the same recursion); else None.
     """
 
     kind: KernelKind
@@ -77,6 +89,7 @@ class KernelTrace:
     sigma_b: float
     parameterization: Parameterization
     width: Optional[int] = None
+    nngp: Optional["KernelTrace"] = None
 
     @property
     def depth(self) -> int:
@@ -107,7 +120,8 @@ class KernelTrace:
         return np.array([mean_normalized_dot_product(k) for k in self.kernels])
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-Python (JSON-ready) view: settings, kernels and per-depth summaries."""
+        """Plain-Python (JSON-ready) view: settings, kernels and per-depth summaries (and the
+        NNGP trace's view under ``"nngp"`` when it is carried, else None)."""
         return {
             "kind": self.kind,
             "activation": self.activation,
@@ -119,6 +133,7 @@ class KernelTrace:
             "kernels": [k.tolist() for k in self.kernels],
             "condition_numbers": self.condition_numbers().tolist(),
             "mean_normalized_dot_product": self.mean_normalized_dot_product().tolist(),
+            "nngp": None if self.nngp is None else self.nngp.to_dict(),
         }
 
     def to_frame(self):
@@ -129,27 +144,6 @@ class KernelTrace:
             "condition_number": self.condition_numbers(),
             "mean_normalized_dot_product": self.mean_normalized_dot_product(),
         })
-
-
-@dataclass(frozen=True)
-class _KernelState:
-    """Kernels of the pre-activations at one depth (ntk is None when only the NNGP is needed)."""
-
-    nngp: np.ndarray
-    ntk: Optional[np.ndarray]
-
-
-@dataclass(frozen=True)
-class _Layer:
-    """What one ``act -> Dense`` block needs: its activation, derivative and Dense settings."""
-
-    act: Activation
-    derivative: Optional[Activation]
-    sigma_w: float
-    sigma_b: float
-    parameterization: Parameterization
-    width: Optional[int]
-    quadrature: Quadrature
 
 
 @constrained(**_KERNEL_OPTIONS)
@@ -196,10 +190,11 @@ def nngp(
             for piecewise-linear ones use the default or a closed form).
         max_seconds: time budget: once the first layers have been timed, refuse
             (:class:`~nngauge.errors.BudgetExceededError`) when the whole depth would take
-            longer, at the speed of the fastest layer so far (the cost per layer is
-            n (n + 1) / 2 Gaussian expectations, twice as many for :func:`ntk`: from ~0.1 ms
-            with a closed form to seconds with quadrature and a few dozen inputs). Default
-            30 s; None: no limit.
+            longer, at the speed of the fastest layer so far (the cost per layer: erf and relu
+            are a dozen in-place passes over the n x n matrices, 10-20 ms for n = 1000 with
+            the NTK; other closed forms a few dozen passes; quadrature n (n + 1) / 2 Gaussian
+            expectations, twice as many for :func:`ntk`, seconds for a few dozen inputs).
+            Default 30 s; None: no limit.
 
     Returns:
         A :class:`KernelTrace` with ``kind="nngp"``; each kernel has shape (n, n).
@@ -222,7 +217,7 @@ def nngp(
                   max_seconds)
 
 
-@constrained(**_KERNEL_OPTIONS)
+@constrained(**_KERNEL_OPTIONS, with_nngp=Flag())
 def ntk(
     X: Any,
     act: Activation | str,
@@ -234,6 +229,7 @@ def ntk(
     width: Optional[int] = None,
     quadrature: Quadrature = DEFAULT_QUADRATURE,
     max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
+    with_nngp: bool = False,
 ) -> KernelTrace:
     """Infinite-width neural tangent kernels Theta_0..Theta_depth of a fully-connected network.
 
@@ -269,9 +265,15 @@ def ntk(
         width: hidden width, required for ``"standard"``, ignored for ``"ntk"``.
         quadrature: rule for activations without closed forms (see :func:`nngp`).
         max_seconds: time budget (see :func:`nngp`). Default 30 s; None: no limit.
+        with_nngp: also return the NNGP kernels K_0..K_depth, which the recursion computes
+            anyway, as the result's ``nngp`` trace (equal to :func:`nngp` with the same
+            arguments): one call for both kernels instead of :func:`nngp` then :func:`ntk`,
+            which computes the NNGP twice. Default False (the NNGP kernels are then dropped
+            layer by layer, halving the memory held).
 
     Returns:
-        A :class:`KernelTrace` with ``kind="ntk"``; each kernel has shape (n, n).
+        A :class:`KernelTrace` with ``kind="ntk"``; each kernel has shape (n, n). With
+        ``with_nngp=True`` its ``nngp`` field is the NNGP :class:`KernelTrace`.
 
     Raises:
         InvalidInputError: as :func:`nngp`, and ``parameterization="standard"`` without a
@@ -286,37 +288,42 @@ def ntk(
         >>> np.round(trace.kernels[1], 4)  # 1/4 + 1/2 * 1/2 on the diagonal
         array([[0.5   , 0.0796],
                [0.0796, 0.5   ]])
+        >>> both = ntk(np.eye(2), "relu", 1, with_nngp=True)
+        >>> np.round(both.nngp.kernels[1], 4)
+        array([[0.25  , 0.0796],
+               [0.0796, 0.25  ]])
     """
     return _trace("ntk", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
-                  max_seconds)
+                  max_seconds, with_nngp)
 
 
 def _trace(kind, X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
-           max_seconds):
+           max_seconds, with_nngp=False):
     where = f"{kind}()"
     X = _check_inputs(X, where)
     act = resolve(act)
-    needs_width = kind == "ntk" and parameterization == "standard"
+    with_ntk = kind == "ntk"
+    needs_width = with_ntk and parameterization == "standard"
     if needs_width and width is None:
         raise invalid(where, "width (the hidden width) with parameterization='standard'",
                       "width=None", "pass width=n_h: the standard-parameterization NTK grows "
                       "with the width")
-    layer = _Layer(
-        act=act,
-        derivative=act.derivative_activation() if kind == "ntk" else None,
-        sigma_w=float(sigma_w),
-        sigma_b=float(sigma_b),
-        parameterization=parameterization,
-        width=int(width) if needs_width else None,
-        quadrature=quadrature,
-    )
+    blk = block(act, with_ntk=with_ntk, sigma_w=sigma_w, sigma_b=sigma_b,
+                parameterization=parameterization, width=int(width) if needs_width else None,
+                quadrature=quadrature)
     budget = _Budget(where, int(depth), max_seconds, X.shape[0], act.label)
-    states = _iterate(_input_layer(X, layer, with_ntk=kind == "ntk"),
-                      lambda state: _hidden_layer(state, layer), int(depth), budget)
-    kernels = tuple(_frozen(s.nngp if kind == "nngp" else s.ntk) for s in states)
-    return KernelTrace(kind=kind, kernels=kernels, activation=act.label, sigma_w=layer.sigma_w,
-                       sigma_b=layer.sigma_b, parameterization=parameterization,
-                       width=layer.width)
+    nngps, ntks = _iterate(input_state(X, blk, with_ntk=with_ntk), blk, int(depth), budget,
+                           keep_nngp=not with_ntk or with_nngp)
+
+    def trace(of, kernels, nngp=None):
+        return KernelTrace(kind=of, kernels=tuple(kernels), activation=act.label,
+                           sigma_w=blk.sigma_w, sigma_b=blk.sigma_b,
+                           parameterization=parameterization,
+                           width=blk.width if of == "ntk" else None, nngp=nngp)
+
+    if not with_ntk:
+        return trace("nngp", nngps)
+    return trace("ntk", ntks, nngp=trace("nngp", nngps) if with_nngp else None)
 
 
 @dataclass
@@ -355,56 +362,26 @@ class _Budget:
             error=BudgetExceededError)
 
 
-def _iterate(state: _KernelState, layer_map: Callable[[_KernelState], _KernelState],
-             depth: int, budget: _Budget) -> list[_KernelState]:
-    """[state, layer_map(state), layer_map(layer_map(state)), ...]: depth + 1 states, within
-    the time ``budget``."""
-    states = [state]
-    for done in range(1, depth + 1):
-        start = time.perf_counter()
-        states.append(layer_map(states[-1]))
-        budget.check(done, time.perf_counter() - start)
-    return states
+def _iterate(state: KernelState, blk: Block, depth: int, budget: _Budget, *,
+             keep_nngp: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The NNGP kernels (when ``keep_nngp``) and the NTK kernels (when computed) after
+    0..depth blocks, within the time ``budget``."""
+    nngps, ntks = [], []
 
+    def keep(s: KernelState) -> None:
+        if keep_nngp:
+            nngps.append(s.nngp)
+        if s.ntk is not None:
+            ntks.append(s.ntk)
 
-def _input_layer(X: np.ndarray, layer: _Layer, *, with_ntk: bool) -> _KernelState:
-    """The first Dense layer on the raw inputs (input kernel X X^T / d, initial NTK 0)."""
-    d = X.shape[1]
-    gram = X @ X.T / d
-    nngp0 = _symmetrize(layer.sigma_w**2 * gram + layer.sigma_b**2)
-    if not with_ntk:
-        return _KernelState(nngp=nngp0, ntk=None)
-    ntk0 = nngp0 if layer.parameterization == "ntk" else _symmetrize(d * gram + 1.0)
-    return _KernelState(nngp=nngp0, ntk=ntk0)
-
-
-def _hidden_layer(state: _KernelState, layer: _Layer) -> _KernelState:
-    """One ``act -> Dense`` block: a pure map from the kernels below to the kernels above."""
-    act_cov = _elementwise_kernel(layer.act, state.nngp, layer.quadrature)
-    nngp_next = layer.sigma_w**2 * act_cov + layer.sigma_b**2
-    if state.ntk is None:
-        return dataclasses.replace(state, nngp=nngp_next)
-    carried = layer.sigma_w**2 * state.ntk * _elementwise_kernel(
-        layer.derivative, state.nngp, layer.quadrature)
-    own = nngp_next if layer.parameterization == "ntk" else layer.width * act_cov + 1.0
-    return dataclasses.replace(state, nngp=nngp_next, ntk=own + carried)
-
-
-def _elementwise_kernel(act: Activation, K: np.ndarray, quadrature: Quadrature) -> np.ndarray:
-    """E[act(u_i) act(u_j)] for u ~ N(0, K), every (i, j); upper triangle computed once."""
-    n = K.shape[0]
-    i, j = np.triu_indices(n)
-    diag = np.diagonal(K).copy()
-    q1, q2 = diag[i], diag[j]
-    scale = np.sqrt(q1 * q2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(scale > 0.0, K[i, j] / np.where(scale > 0.0, scale, 1.0), 0.0)
-    rho = np.clip(rho, -1.0, 1.0)  # Cauchy-Schwarz holds up to round-off
-    upper = gaussian_covariance(act, rho, q1=q1, q2=q2, quadrature=quadrature)
-    out = np.empty_like(K)
-    out[i, j] = upper
-    out[j, i] = upper
-    return out
+    keep(state)
+    with workspace(state.diag.shape[0]) as ws:
+        for done in range(1, depth + 1):
+            start = time.perf_counter()
+            state = step(state, blk, ws)
+            keep(state)
+            budget.check(done, time.perf_counter() - start)
+    return nngps, ntks
 
 
 def _check_inputs(X: Any, where: str) -> np.ndarray:
@@ -413,16 +390,6 @@ def _check_inputs(X: Any, where: str) -> np.ndarray:
         raise invalid(where, "X of shape (n, d) with n >= 1 and d >= 1", f"shape {X.shape}",
                       "pass a 2-D array with one input per row (reshape(1, -1) for one input)")
     return X
-
-
-def _symmetrize(K: np.ndarray) -> np.ndarray:
-    return 0.5 * (K + K.T)
-
-
-def _frozen(K: np.ndarray) -> np.ndarray:
-    K = np.array(K, dtype=np.float64)
-    K.setflags(write=False)
-    return K
 
 
 def condition_number(K: Any) -> float:
