@@ -30,7 +30,7 @@ REPRODUCTION = Reproduction(
             PUBLISHED_ELSEWHERE,
         ),
     },
-    small_runtime="~5 min",
+    small_runtime="~18 min",
     compute=functools.partial(compute, "cnn"),
     plot=plot,
     claim=CLAIM,
