@@ -11,9 +11,8 @@ import typer
 
 REPRODUCE_EXAMPLES = (
     "nngauge reproduce --list",
-    "nngauge reproduce shrinkage-figure2 --scale paper --seed 1",
     "nngauge reproduce --all --out reproduce",
-    "nngauge reproduce nlc-figure2 --scale paper --ray auto",
+    "nngauge reproduce nlc-figure2 --scale paper --seed 1 --ray auto",
 )
 
 

@@ -31,7 +31,8 @@ class ReportSettings:
         kernel_samples: n of the n x n kernel matrices.
         jacobian_samples: samples (one batch) for the per-layer operator norms (upper bound).
         power_iterations: power-iteration budget of the operator norms.
-        jacobian_tol: relative tolerance at which power iteration stops.
+        jacobian_tol: relative error bound at which the Lanczos estimate of each layer's
+            Jacobian norm stops.
         trajectory_points: most points of the trajectory-length refinement.
         transition_pieces: most linear pieces the exact transitions may find.
         transition_evaluations: most evaluations of the sampled transitions.

@@ -10,7 +10,7 @@ at the outputs of their blocks (residual blocks, transformer layers) plus the la
 blocks. Every choice is written down, with its reason, in the settings the report prints.
 
 The cost model is coarse on purpose: it is linear in samples, in passes and in measured
-layers; a forward-mode probe counts as two forward and backward passes, a power iteration
+layers; a forward-mode probe counts as two forward and backward passes, a Lanczos step
 (a double-backward product and a backward pass) as three, a sampled-transitions evaluation
 (small batches, every activation's input recorded) as one, an exact linear piece (of a
 segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
@@ -43,9 +43,9 @@ SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.2, "trajectory": 0.15,
 TIMING_SAMPLES = 16
 """Samples of the timed forward and backward pass."""
 JACOBIAN_POSITIONS = 12
-"""Most layers the Jacobian section measures (power iteration runs per layer)."""
+"""Most layers the Jacobian section measures (a Lanczos run per layer)."""
 MIN_ITERATIONS = 10
-"""Fewest power iterations the Jacobian section is given when the budget is short."""
+"""Fewest Lanczos steps the Jacobian section is given when the budget is short."""
 LOSS_MIN_SAMPLES = 32
 """Fewest labelled samples the loss-surface section is given when the budget is short."""
 LOSS_BATCHES = 4
@@ -105,7 +105,7 @@ def _timed_pass(adapter, batch: torch.Tensor, sites) -> tuple[float, dict]:
 def least_passes(settings: Any, keys: Sequence[str], labelled: bool) -> dict[str, int]:
     """Passes of the model (a forward and a backward pass each) that the sections ``keys``
     make at the least, whatever the budget, by section: one per section, a forward-mode probe
-    (two) per NLC batch, :data:`MIN_ITERATIONS` power iterations (three passes each) at one
+    (two) per NLC batch, :data:`MIN_ITERATIONS` Lanczos steps (three passes each) at one
     layer for the Jacobian, and on labelled data the loss surface's :data:`LOSS_MIN_STEPS`
     Lanczos steps (twice: on all samples and by batch) and :data:`LOSS_MIN_PROBES` trace
     products (:data:`PRODUCT_PASSES` each), and its slice, on every one of :data:`LOSS_BATCHES`
@@ -216,7 +216,7 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
         changes["power_iterations"] = iterations
     changes["jacobian_samples"] = jacobian
     choices.append(f"Jacobian norms: {jacobian} samples at {n_jacobian} layers, at most "
-                   f"{iterations} power iterations to relative tolerance "
+                   f"{iterations} Lanczos steps to relative error "
                    f"{settings.jacobian_tol:g}" + (
                        " (batch statistics: the norms depend on the batch size, so it is kept "
                        "and the iterations are cut instead)" if coupled else ""))

@@ -41,7 +41,7 @@ Example:
     >>> table = predictor_table(summary, n_resamples=99)
     >>> row = table["n_params"]
     >>> round(row.spearman, 3), row.direction, row.direction_from_data, row.baseline
-    (1.0, 1, True, True)
+    (1.0, 1, False, True)
 """
 
 from __future__ import annotations

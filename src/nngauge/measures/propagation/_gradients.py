@@ -77,7 +77,7 @@ def gradient_metrics(
             outputs (b, ..., C) with labels (b, ...)), squared error for float targets.
         batch_size, n_batches, output, input_module, norm_mode, dropout, generator: as in
             :func:`nngauge.nlc` (the gradient is taken with respect to the measured input).
-        n_iter: power iterations for the Jacobian operator norm.
+        n_iter: Lanczos steps for the Jacobian operator norm.
 
     Returns:
         :class:`GradientMetrics`.

@@ -1,8 +1,12 @@
 """Jacobian norms of a network (and of input -> layer sub-networks) over data.
 
-- ``ord="op"``: the operator (spectral) norm ||J(x)||_2 of each sample's Jacobian, by power
-  iteration on J^T J with Jacobian-vector products (two backward passes per iteration, all
-  samples of a batch at once). ``rms=True`` uses the operator norm induced by the
+- ``ord="op"``: the operator (spectral) norm ||J(x)||_2 of each sample's Jacobian, by the
+  Lanczos method on J^T J with Jacobian-vector products (a J v and a J^T w product per step,
+  all samples of a batch at once) until every estimate's relative error bound (from the
+  Lanczos residual: a singular value lies within it) is at most ``tol``; each row says whether
+  that was reached and the bound. All measured Jacobians map from the same input, so each
+  layer's iteration starts from the previous layer's top right singular vectors (plus a fresh
+  Gaussian direction). ``rms=True`` uses the operator norm induced by the
   root-mean-squared vector norm of the shrinkage paper (section 2.1):
   ||M||_op = max_v (n^{-1/2} ||M v||) / (m^{-1/2} ||v||) = ||M||_2 sqrt(m / n) for M n x m.
 - ``ord="fro"``: the Frobenius norm ||J(x)||_F, estimated with Gaussian probes
@@ -30,7 +34,7 @@ from nngauge._internal.constraints import Choice, Flag, Integer, Real, constrain
 from nngauge._internal.jacobian import (
     JacobianProducts,
     exact_squared_columns,
-    operator_norms,
+    operator_norm_estimate,
     probe_squared_columns,
 )
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
@@ -52,6 +56,10 @@ class JacobianNormLayer:
         d_out: output dimension n (numel per sample).
         per_sample: the individual values (numpy, float64); for ``ord="fro"`` with probes,
             unbiased but noisy per-sample estimates of ||J(x)||_F^2 underlie them.
+        converged: (op norm) whether the error bound reached the tolerance on every batch.
+        error: (op norm) the largest relative error bound of an estimate: a singular value of
+            J(x) lies within it (at most the tolerance when converged). Both None for
+            ``ord="fro"``.
     """
 
     name: str
@@ -61,6 +69,8 @@ class JacobianNormLayer:
     max: float
     d_out: int
     per_sample: np.ndarray = field(repr=False, compare=False)
+    converged: Optional[bool] = None
+    error: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,9 @@ class JacobianNormResult(MeasureResult):
         layers: one :class:`JacobianNormLayer` per measured layer, the output last.
         skipped: ``{layer: reason}`` for layers that could not be measured.
         d_in: input dimension m; n_samples; batch_coupled; iterations: the largest number of
-            power iterations used (op norm).
+            J^T J products (Lanczos steps) used at one layer (op norm).
+        tol: the relative error tolerance of the operator norms; converged: whether every layer
+            reached it (both None for ``ord="fro"``).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
 
@@ -90,6 +102,8 @@ class JacobianNormResult(MeasureResult):
     batch_coupled: bool
     iterations: int
     mode: MeasurementMode
+    tol: Optional[float] = None
+    converged: Optional[bool] = None
 
 
 @constrained(ord=Choice.literal(Ord), rms=Flag(), method=Choice.literal(FroMethod),
@@ -124,7 +138,8 @@ def jacobian_norm(
             names); default: the output only.
         method: for ``ord="fro"``: "probe" (Gaussian probes) or "exact".
         n_probes: probes per batch for the Frobenius estimate.
-        n_iter, tol: power-iteration budget and relative tolerance (op norm).
+        n_iter, tol: most Lanczos steps (J^T J products) per layer and batch, and the
+            relative error bound at which they stop (op norm).
         batch_size, n_batches, output, input_module, norm_mode, dropout, generator: as in
             :func:`nngauge.nlc`.
 
@@ -153,10 +168,12 @@ def jacobian_norm(
                                                          default_kinds=())
         values: dict[str, list[np.ndarray]] = {site.name: [] for site in chosen}
         values[OUTPUT] = []
+        errors: dict[str, list[float]] = {name: [] for name in values}
         for step in forward_batches(adapter, data, chosen, batch_size=batch_size,
                                     n_batches=n_batches, generator=generator,
                                     min_batch=2 if coupled else 1):
             x, outputs = step.x, step.outputs
+            start = None  # right vectors of the previous layer's Jacobian (same input space)
             d_in, n_samples = x[0].numel(), n_samples + len(x)
             for name, y in outputs.items():
                 reason = _unmeasurable(y)
@@ -173,21 +190,25 @@ def jacobian_norm(
                 if ord == "op":
                     products = JacobianProducts(x, y, site_function(adapter, step, name, chosen),
                                                 adapter.note)
-                    sigma, used = operator_norms(products, coupled=coupled, n_iter=n_iter,
-                                                 tol=tol, generator=generator)
-                    iterations = max(iterations, used)
+                    estimate = operator_norm_estimate(products, coupled=coupled, n_iter=n_iter,
+                                                      tol=tol, generator=generator, start=start)
+                    sigma, start = estimate.sigma, estimate.v
+                    iterations = max(iterations, estimate.iterations)
+                    errors[name].append(estimate.error)
                 else:
                     squared = (exact_squared_columns(x, y) if method == "exact"
                                else probe_squared_columns(x, y, n_probes, generator))
                     sigma = (squared.sum().reshape(1) / len(x) if coupled else squared).sqrt()
                 values[name].append(sigma.numpy() * scale)
-    rows = tuple(_row(name, np.concatenate(v), dims[name]) for name, v in values.items()
-                 if name not in skipped and v)
+    rows = tuple(_row(name, np.concatenate(v), dims[name], errors[name], tol)
+                 for name, v in values.items() if name not in skipped and v)
     out = rows[-1]
+    op = ord == "op"
     return JacobianNormResult(norm=out.norm, mean=out.mean, median=out.median, max=out.max,
                               ord=ord, rms=rms, layers=rows, skipped=skipped, d_in=d_in,
                               n_samples=n_samples, batch_coupled=coupled, iterations=iterations,
-                              mode=adapter.mode)
+                              mode=adapter.mode, tol=tol if op else None,
+                              converged=all(r.converged for r in rows) if op else None)
 
 
 def _unmeasurable(y: Optional[torch.Tensor]) -> Optional[str]:
@@ -198,8 +219,11 @@ def _unmeasurable(y: Optional[torch.Tensor]) -> Optional[str]:
     return None
 
 
-def _row(name: str, values: np.ndarray, d_out: int) -> JacobianNormLayer:
+def _row(name: str, values: np.ndarray, d_out: int, errors: list[float],
+         tol: float) -> JacobianNormLayer:
+    error = max(errors) if errors else None
     return JacobianNormLayer(name=name, norm=float(np.sqrt(np.mean(values ** 2))),
                              mean=float(values.mean()), median=float(np.median(values)),
-                             max=float(values.max()), d_out=d_out, per_sample=values)
+                             max=float(values.max()), d_out=d_out, per_sample=values,
+                             converged=None if error is None else error <= tol, error=error)
 
