@@ -1,19 +1,25 @@
 """Benchmark: infinite-width NNGP + NTK of 1,000 Gaussian inputs (d = 50) through 20 layers.
 
-nngauge: ``ntk(X, act, depth, with_nngp=True)``, ONE call that returns both kernels (all
-depth + 1 layers of each, float64), timed twice: with its default threads (the erf / relu
-passes share blocks of rows among the CPUs) and with one thread. Peer: neural-tangents' jitted
+nngauge: ``ntk(X, act, depth, with_nngp=True, layers=...)``, ONE call that returns both kernels
+(float64) in four variants: ``layers="last"`` (the deepest NNGP and NTK only, computed in place:
+like for like with the peer, which returns the last layer only) and ``layers="all"`` (all
+depth + 1 layers of each), each with its default threads (the erf / relu passes share blocks of
+rows among the CPUs) and with one thread. Peer: neural-tangents' jitted
 ``stax.serial(Dense, *[act, Dense] * depth)`` kernel_fn with ``get=("nngp", "ntk")`` (float64,
-CPU; it returns the last layer only), run in its own Python environment: neural-tangents is not
-a dependency of nngauge. Pass that environment's python with ``--peer-python`` (or the
-NNGAUGE_PEER_PYTHON variable); this file then also serves as the peer's worker process.
+CPU), run in its own Python environment: neural-tangents is not a dependency of nngauge. Pass
+that environment's python with ``--peer-python`` (or the NNGAUGE_PEER_PYTHON variable); this
+file then also serves as the peer's worker process.
 
 Fairness: both sides are warm (one untimed call each first, which includes the peer's jit
 compilation); timings are interleaved A, B, A, B, ... in one run: the peer worker stays alive
 and times one call per request inside its own process (the call plus block_until_ready), so
-neither side pays process start-up or pipes; the ratio is median(nngauge) / median(peer), with
-the machine's load average printed beside it; each round times nngauge (default threads),
-nngauge (one thread), then the peer. The final kernels of both sides are compared.
+neither side pays process start-up or pipes; each round times the four nngauge variants, then
+the peer. The ratio is median(nngauge) / median(peer) (the issue's goal: <= 0.5 for the
+last-layer call), with the machine's load average printed beside it; the deepest kernels of
+every variant are compared with the peer's. With ``NNGAUGE_BENCH_ROWS`` set (``run_all.py``),
+each variant is also recorded as a speed-up row (``benchmarks/_rows.py``; goal 2.0 for the
+last-layer rows, none for the all-layer ones). For a one-core comparison of both sides, run it
+under ``taskset -c 0`` (both sides on one core; nngauge then uses one thread).
 
 Run:  python benchmarks/bench_kernels.py --peer-python /path/to/nt-venv/bin/python
       [--n 1000] [--d 50] [--depth 20] [--repeats 5] [--acts erf relu]
@@ -33,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+import _rows
+
 SIGMA_W, SIGMA_B = 1.5, 0.1
 PEER_ACTS = {"erf": "Erf", "relu": "Relu"}  # nngauge name -> stax layer
 
@@ -43,6 +51,7 @@ def peer_worker(x_path: str, act: str, depth: int, out_dir: str) -> None:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    import neural_tangents
     from neural_tangents import stax
 
     def dense():
@@ -61,7 +70,8 @@ def peer_worker(x_path: str, act: str, depth: int, out_dir: str) -> None:
     k = call()  # untimed: compiles
     np.save(Path(out_dir) / "nngp.npy", np.asarray(k.nngp))
     np.save(Path(out_dir) / "ntk.npy", np.asarray(k.ntk))
-    print(f"ready jax {jax.__version__}", flush=True)
+    print(f"ready neural-tangents {neural_tangents.__version__}, jax {jax.__version__}",
+          flush=True)
     for line in sys.stdin:
         if line.strip() != "time":
             break
@@ -100,18 +110,24 @@ class Peer:
         self.proc.wait(timeout=60)
 
 
-def time_nngauge(X, act, depth, threads):
-    """Seconds of one ``ntk(..., with_nngp=True)`` call with at most ``threads`` threads (None:
-    the library's default), and its result."""
+VARIANTS = {  # label -> (layers, threads: None for the library's default)
+    "last layer, default threads": ("last", None), "last layer, 1 thread": ("last", 1),
+    "all layers, default threads": ("all", None), "all layers, 1 thread": ("all", 1)}
+
+
+def time_nngauge(X, act, depth, layers, threads):
+    """Seconds of one ``ntk(..., with_nngp=True, layers=layers)`` call with at most ``threads``
+    threads (None: the library's default), the threads it used, and its result."""
     from nngauge.theory import _kernel_maps, ntk
 
     default = _kernel_maps.MAX_THREADS
     _kernel_maps.MAX_THREADS = default if threads is None else threads
     try:
+        used = _kernel_maps._threads(X.shape[0])
         start = time.perf_counter()
         trace = ntk(X, act, depth, sigma_w=SIGMA_W, sigma_b=SIGMA_B, with_nngp=True,
-                    max_seconds=None)
-        return time.perf_counter() - start, trace
+                    max_seconds=None, layers=layers)
+        return time.perf_counter() - start, used, trace
     finally:
         _kernel_maps.MAX_THREADS = default
 
@@ -125,29 +141,30 @@ def load() -> str:
 
 
 def bench(act: str, X: np.ndarray, depth: int, repeats: int, peer_python, tmp: str) -> None:
-    """Print nngauge's times and, with a peer, the interleaved ratio row for ``act``."""
+    """Print nngauge's times and, with a peer, the interleaved ratio rows for ``act``."""
     x_path = str(Path(tmp) / "x.npy")
     np.save(x_path, X)
     peer = None
     if peer_python:
         peer = Peer(peer_python, x_path, act, depth, tmp)
-    series = {"default threads": None, "1 thread": 1}
-    trace = None
-    for threads in series.values():  # untimed warm-up calls
-        _, trace = time_nngauge(X, act, depth, threads)
-    ours = {label: [] for label in series}
-    theirs, loads = [], [load()]
+    traces, threads = {}, {}
+    for label, (layers, limit) in VARIANTS.items():  # untimed warm-up calls
+        _, threads[label], traces[label] = time_nngauge(X, act, depth, layers, limit)
+    ours = {label: [] for label in VARIANTS}
+    theirs, loads, load_before = [], [load()], _rows.load()
     for _ in range(repeats):
-        for label, threads in series.items():
-            ours[label].append(time_nngauge(X, act, depth, threads)[0])
+        for label, (layers, limit) in VARIANTS.items():
+            ours[label].append(time_nngauge(X, act, depth, layers, limit)[0])
         if peer is not None:
             theirs.append(peer.time_call())
     loads.append(load())
+    load_after = _rows.load()
     medians = {label: float(np.median(times)) for label, times in ours.items()}
     for label, times in ours.items():
-        print(f"{act}: nngauge ntk(with_nngp=True), {label}, one call, {depth + 1} layers of "
-              f"both kernels: median {medians[label]:.3f} s of {[round(t, 3) for t in times]} "
-              f"({medians[label] / depth * 1e3:.1f} ms per layer)")
+        kept = "the last layer" if VARIANTS[label][0] == "last" else f"{depth + 1} layers"
+        print(f"{act}: nngauge ntk(with_nngp=True), {label} (threads used: {threads[label]}), "
+              f"one call, {kept} of both kernels: median {medians[label]:.3f} s of "
+              f"{[round(t, 3) for t in times]} ({medians[label] / depth * 1e3:.1f} ms per layer)")
     if peer is None:
         print(f"{act}: no peer row (pass --peer-python: see the module docstring); "
               f"load {loads[0]} -> {loads[1]}")
@@ -155,14 +172,23 @@ def bench(act: str, X: np.ndarray, depth: int, repeats: int, peer_python, tmp: s
     b = float(np.median(theirs))
     nt_nngp, nt_ntk = peer.kernels()
     peer.close()
-    diff = max(rel_diff(trace.nngp.kernels[-1], nt_nngp), rel_diff(trace.kernels[-1], nt_ntk))
-    print(f"{act}: neural-tangents jitted kernel_fn (warm, {peer.version}), last layer: "
+    print(f"{act}: {peer.version} jitted kernel_fn (warm), last layer: "
           f"median {b:.3f} s of {[round(t, 3) for t in theirs]}")
+    setting = f"{X.shape[0]:,} x {X.shape[1]} inputs, {depth} layers, float64"
     for label, a in medians.items():
+        trace = traces[label]
+        diff = max(rel_diff(trace.nngp.kernels[-1], nt_nngp), rel_diff(trace.kernels[-1], nt_ntk))
+        last = VARIANTS[label][0] == "last"
         print(f"RATIO {act} NNGP+NTK n={X.shape[0]} d={X.shape[1]} depth={depth} float64, "
-              f"nngauge {label}: nngauge / neural-tangents = {a / b:.2f}  (medians of "
-              f"{repeats}, interleaved; load average {loads[0]} -> {loads[1]}; max relative "
-              f"difference of the last kernels {diff:.1e})")
+              f"nngauge {label}: nngauge / neural-tangents = {a / b:.2f}"
+              f"{' (goal <= 0.50)' if last else ''}  (medians of {repeats}, interleaved; load "
+              f"average {loads[0]} -> {loads[1]}; max relative difference of the last kernels "
+              f"{diff:.1e})")
+        kept = label if last else label.replace("all layers", f"all {depth + 1} layers")
+        _rows.record(f"NNGP+NTK, {act}, {kept}", ours_s=a,
+                     baseline=f"{peer.version} (jitted, warm, last layer)", baseline_s=b,
+                     setting=setting, load_before=load_before, load_after=load_after,
+                     goal=2.0 if last else None, threads=threads[label])
 
 
 def main() -> None:

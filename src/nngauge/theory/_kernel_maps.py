@@ -7,23 +7,30 @@ With (u, v) ~ N(0, [[q_i, K_ij], [K_ij, q_j]]), q = diag(K), a block maps (K, Th
 
 own = K' in the "ntk" parameterization and width E[act(u) act(v)] + 1 in the "standard" one
 (Agarwal, Awasthi & Kale, "A Deep Conditioning Treatment of Neural Networks", ALT 2021, sections
-3.1-3.2; Jacot et al. 2018). The Gaussian expectations are computed by the first of three paths that applies:
+3.1-3.2; Jacot et al. 2018). The Gaussian expectations are computed by the first of three paths
+that applies:
 
-1. erf and relu: their dual activations in covariance form, NNGP and NTK together, as in-place
-   numpy passes over blocks of whole rows of the (n, n) matrices (a block of ~32k entries stays
-   in cache for the dozen passes; for n >= 512 the blocks are shared among threads), with the
-   diagonal q kept as a vector. Every entry gets the
-   same operations on the same operands as its transpose, so each kernel is exactly symmetric
-   without index bookkeeping:
+1. erf and relu: their dual activations in covariance form, NNGP and NTK together, as numpy
+   passes over blocks of rows of the upper triangle of the (n, n) matrices (rows a..b-1,
+   columns a..n-1: ~32k entries, which stay in cache for the dozen passes; for n >= 512 the
+   blocks are shared among threads), with the diagonal q kept as a vector. The passes read an
+   entry of K and Theta before writing it and no entry below the diagonal, so they may
+   overwrite their inputs: ``step(..., in_place=True)`` keeps the upper triangles packed
+   (block after block, each a contiguous array) and overwrites them layer after layer, with
+   no (n, n) array per layer. The lower triangle is only filled, as the upper one's transpose
+   (each kernel is exactly symmetric), for a kernel that is returned (in place: after the
+   last layer):
    erf (Williams 1997, "Computing with infinite networks", NIPS): with s_i = 1 + 2 q_i,
-       E[erf(u) erf(v)] = (2 / pi) arcsin(2 K_ij / sqrt(s_i s_j)),
+   g_i = (s_i / 2)^(-1/2) and A_ij = g_i g_j K_ij = 2 K_ij / sqrt(s_i s_j),
+       E[erf(u) erf(v)] = (2 / pi) arcsin(A_ij),
        E[erf'(u) erf'(v)] = (4 / pi) / sqrt(s_i s_j - 4 K_ij^2)
-   (E[exp(-u^2 - v^2)] = det(I + 2 Sigma)^(-1/2)), both from P_ij = (s_i / 2)(s_j / 2);
+                          = (2 / pi) g_i g_j / sqrt(1 - A_ij^2)
+   (E[exp(-u^2 - v^2)] = det(I + 2 Sigma)^(-1/2));
    relu (the arc-cosine kernels, Cho & Saul 2009, "Kernel methods for deep learning", NIPS),
-   with rho_ij = K_ij / sqrt(q_i q_j) (a division by the rounded sqrt(q_i q_j), so rho is
-   exactly 1 on the diagonal: arccos is not Lipschitz at 1, where an ulp of rho moves
+   with S_ij = sqrt(q_i q_j), rho_ij = K_ij / S_ij (a division by the rounded sqrt(q_i q_j), so
+   rho is exactly 1 on the diagonal: arccos is not Lipschitz at 1, where an ulp of rho moves
    E[relu' relu'] by 2e-9) and pi - theta_ij = arccos(-rho_ij):
-       E[relu(u) relu(v)] = ((pi - theta) K_ij + sqrt(q_i q_j) sqrt(1 - rho_ij^2)) / (2 pi),
+       E[relu(u) relu(v)] = S_ij ((pi - theta) rho_ij + sqrt(1 - rho_ij^2)) / (2 pi),
        E[relu'(u) relu'(v)] = (pi - theta) / (2 pi).
    Each is checked against the activation's own closed forms (``covariance_fn``) at probe points
    before use, so an activation that only borrows the name never takes this path.
@@ -60,18 +67,24 @@ class KernelState:
     """Kernels of the pre-activations at one depth.
 
     Attributes:
-        nngp: K, shape (n, n), read-only.
+        nngp: K, shape (n, n), read-only (writable between in-place steps); or, when
+            ``packed``, its upper triangle as one flat array, block after block of a
+            :class:`Workspace` (each block's rows a..b-1, columns a..n-1, row-major).
         diag: its diagonal q, shape (n,), cached as a vector.
-        ntk: Theta, shape (n, n), read-only; None when only the NNGP is computed.
+        ntk: Theta, stored as K; None when only the NNGP is computed.
+        packed: True after an in-place step on path 1 (which reads no other entries than the
+            upper triangle's); :func:`completed` makes the (n, n) matrices.
     """
 
     nngp: np.ndarray
     diag: np.ndarray
     ntk: Optional[np.ndarray]
+    packed: bool = False
 
 
 _BLOCK_ENTRIES = 32768
-"""Entries per block of rows of the in-place passes: a few such float64 blocks fit in L2."""
+"""Entries per block of rows of the in-place passes (at least one row): a few such float64
+blocks fit in L2."""
 
 MAX_THREADS = 8
 """Most threads sharing the blocks of rows (numpy releases the GIL in its passes); at most the
@@ -88,10 +101,12 @@ class FastDual:
 
     Attributes:
         prepare: q -> the per-layer vectors ``rows`` reads.
-        rows: ``rows(K, pre, sl, cov_scale, out_K, T, carry_scale, out_T, work)`` writes, for
-            the rows ``sl`` (K, out_K, T, out_T are those rows), out_K = cov_scale E[act act]
-            and, when T is not None, out_T = carry_scale T E[act' act']; ``work`` is two
-            arrays of K's block shape.
+        rows: ``rows(K, T, out_K, out_T, pre, sl, cols, cov_scale, carry_scale, work)`` writes,
+            for the entries (rows ``sl``, columns ``cols``) that K, T, out_K and out_T hold,
+            out_K = cov_scale E[act act] and, when T is not None, out_T = carry_scale T
+            E[act' act']; it reads each entry of K and T before writing that entry of out_K or
+            out_T and no other, so out_K may be K and out_T may be T. ``work`` is two arrays
+            of K's shape.
         applies: q -> whether the closed forms hold (relu needs every q_i > 0).
     """
 
@@ -140,23 +155,59 @@ def input_state(X: np.ndarray, blk: Block, *, with_ntk: bool) -> KernelState:
 
 @dataclass(frozen=True)
 class Workspace:
-    """What :func:`step` reuses across layers: two work arrays of one block of rows per
-    thread, and the threads (None: the calling thread only)."""
+    """What :func:`step` reuses across layers: the blocks of rows of the upper triangle, as
+    (first row, end row) pairs, with their offsets in a packed kernel (``offsets[-1]`` entries
+    in all) and the positions of the diagonal there; four flat work arrays of the largest block
+    per thread (two for the passes, two for the block's K and Theta when they are not packed:
+    numpy's passes over contiguous arrays are 1.5-3 times faster than over a strided block of
+    an (n, n) matrix); the threads (None: the calling thread only)."""
 
-    work: tuple[tuple[np.ndarray, np.ndarray], ...]
+    blocks: tuple[tuple[int, int], ...]
+    offsets: tuple[int, ...]
+    diagonal: np.ndarray
+    work: tuple[tuple[np.ndarray, ...], ...]
     pool: Optional[ThreadPoolExecutor]
+
+    def block(self, packed: np.ndarray, k: int) -> np.ndarray:
+        """Block k of a packed kernel, shape (b - a, n - a), a view."""
+        (a, b), n = self.blocks[k], len(self.diagonal)
+        return packed[self.offsets[k]: self.offsets[k + 1]].reshape(b - a, n - a)
+
+    def run(self, part: Callable[[int, int], None]) -> None:
+        """``part(thread, block)`` for every block, block k on thread k mod threads."""
+        threads = len(self.work)
+
+        def chunk(thread: int) -> None:
+            for k in range(thread, len(self.blocks), threads):
+                part(thread, k)
+
+        if self.pool is None:
+            chunk(0)
+        else:
+            list(self.pool.map(chunk, range(threads)))
 
 
 @contextmanager
 def workspace(n: int) -> Iterator[Workspace]:
     """The :class:`Workspace` for n inputs; its threads end with the ``with`` block."""
+    blocks, a = [], 0
+    while a < n:  # rows a..b-1, columns a..n-1: ~_BLOCK_ENTRIES entries, at least one row
+        b = min(n, a + max(1, _BLOCK_ENTRIES // (n - a)))
+        blocks.append((a, b))
+        a = b
+    sizes = [(b - a) * (n - a) for a, b in blocks]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    starts = np.repeat([a for a, _ in blocks], [b - a for a, b in blocks])  # block of row i
+    rows = np.arange(n)
+    diagonal = offsets[:-1].repeat([b - a for a, b in blocks]) + (rows - starts) * (n - starts) \
+        + rows - starts
     threads = _threads(n)
-    rows = min(n, max(1, _BLOCK_ENTRIES // n))
-    work = tuple((np.empty((rows, n)), np.empty((rows, n))) for _ in range(threads))
+    work = tuple(tuple(np.empty(max(sizes)) for _ in range(4)) for _ in range(threads))
     pool = ThreadPoolExecutor(threads, thread_name_prefix="nngauge-kernels") if threads > 1 \
         else None
     try:
-        yield Workspace(work=work, pool=pool)
+        yield Workspace(blocks=tuple(blocks), offsets=tuple(int(o) for o in offsets),
+                        diagonal=diagonal, work=work, pool=pool)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -169,99 +220,190 @@ def _threads(n: int) -> int:
     return max(1, min(MAX_THREADS, available or 1))
 
 
-def step(state: KernelState, blk: Block, ws: Workspace) -> KernelState:
-    """One ``act -> Dense`` block: a pure map from the kernels below to the kernels above.
+def step(state: KernelState, blk: Block, ws: Workspace, *, in_place: bool = False) -> KernelState:
+    """One ``act -> Dense`` block: the map from the kernels below to the kernels above.
 
-    ``ws`` is a :func:`workspace` (its arrays are overwritten); the returned kernels are new
-    read-only arrays."""
+    ``ws`` is a :func:`workspace` (its arrays are overwritten). By default the returned kernels
+    are new read-only (n, n) arrays and ``state`` is left as it was. With ``in_place`` the
+    block may overwrite ``state``'s arrays (those that are writable and distinct) and return
+    them: on path 1 a packed state (the first such step packs a copy), which the next steps
+    overwrite with no (n, n) array allocated; pass the last state to :func:`completed` for the
+    matrices."""
+    fast = blk.fast is not None and blk.fast.applies(state.diag)
+    if fast and in_place:
+        return _packed_step(state, blk, ws)
+    state = completed(state, ws)  # the (n, n) matrices
     K, q, T = state.nngp, state.diag, state.ntk
-    sw2, sb2 = blk.sigma_w**2, blk.sigma_b**2
-    standard = T is not None and blk.parameterization == "standard"
-    cov_scale = 1.0 if standard else sw2  # standard: keep E[act act] for the width term
-    out_K = np.empty_like(K)
-    out_T = None if T is None else np.empty_like(K)
+    out_K = K if in_place and K.flags.writeable else np.empty_like(K)
+    out_T = None if T is None else (
+        T if in_place and T.flags.writeable and T is not K else np.empty_like(K))
+    if fast:
+        pre, n = blk.fast.prepare(q), K.shape[0]
 
-    def finish(out_K, out_T, tmp):  # bias, and the layer's own NTK contribution
-        if standard:
-            own = np.multiply(out_K, float(blk.width), out=tmp)
-            own += 1.0
-            out_T += own
-            out_K *= sw2
-        if sb2:
-            out_K += sb2
-        if out_T is not None and not standard:
-            out_T += out_K
+        def upper(thread: int, k: int) -> None:  # copied to contiguous arrays and back
+            a, b = ws.blocks[k]
+            at = (slice(a, b), slice(a, n))
+            w0, w1, Kc, Tc = (arr[: (b - a) * (n - a)].reshape(b - a, n - a)
+                              for arr in ws.work[thread])
+            np.copyto(Kc, K[at])
+            if T is None:
+                Tc = None
+            else:
+                np.copyto(Tc, T[at])
+            _block_pass(blk, Kc, Tc, pre, at, (w0, w1))
+            for out, c in ((out_K, Kc), (out_T, Tc)):
+                if c is not None:
+                    np.copyto(out[at], c)
 
-    if blk.fast is not None and blk.fast.applies(q):
-        pre, n, m = blk.fast.prepare(q), K.shape[0], ws.work[0][0].shape[0]
-        starts = range(0, n, m)
-
-        def rows(thread: int) -> None:  # blocks thread, thread + threads, ...
-            for a in starts[thread::len(ws.work)]:
-                sl = slice(a, min(a + m, n))
-                w = tuple(arr[: sl.stop - a] for arr in ws.work[thread])
-                T_sl, out_T_sl = (None, None) if T is None else (T[sl], out_T[sl])
-                blk.fast.rows(K[sl], pre, sl, cov_scale, out_K[sl], T_sl, sw2, out_T_sl, w)
-                finish(out_K[sl], out_T_sl, w[0])
-
-        if ws.pool is None:
-            rows(0)
-        else:
-            list(ws.pool.map(rows, range(len(ws.work))))
+        ws.run(upper)
+        _mirror(ws, out_K, out_T)
     else:
-        _generic(K, q, blk, cov_scale, out_K, T, sw2, out_T)
-        finish(out_K, out_T, np.empty_like(K) if standard else None)
-    for out in (out_K, out_T):
-        if out is not None:
-            out.setflags(write=False)
+        tmp = _generic(K, q, blk, 1.0 if _standard(blk, T) else blk.sigma_w**2, out_K, T,
+                       blk.sigma_w**2, out_T)
+        _finish(blk, out_K, out_T, tmp)
+    if not in_place:
+        for out in (out_K, out_T):
+            if out is not None:
+                out.setflags(write=False)
     return KernelState(nngp=out_K, diag=out_K.diagonal().copy(), ntk=out_T)
+
+
+def completed(state: KernelState, ws: Workspace) -> KernelState:
+    """``state`` with (n, n) matrices: a packed state unpacked into new writable arrays (the
+    lower triangle the transpose of the upper one, so each kernel is exactly symmetric); any
+    other state as it is."""
+    if not state.packed:
+        return state
+    n = len(state.diag)
+    full = [None if p is None else np.empty((n, n)) for p in (state.nngp, state.ntk)]
+
+    def upper(thread: int, k: int) -> None:
+        a, b = ws.blocks[k]
+        for out, p in zip(full, (state.nngp, state.ntk)):
+            if p is not None:
+                out[a:b, a:] = ws.block(p, k)
+
+    ws.run(upper)
+    _mirror(ws, *full)
+    return KernelState(nngp=full[0], diag=state.diag, ntk=full[1])
+
+
+def _packed_step(state: KernelState, blk: Block, ws: Workspace) -> KernelState:
+    """:func:`step` on path 1 in place: each block of the packed kernels is overwritten by
+    the passes, as contiguous arrays."""
+    if not state.packed:
+        state = _packed(state, ws)
+    K, T, pre, n = state.nngp, state.ntk, blk.fast.prepare(state.diag), len(state.diag)
+
+    def upper(thread: int, k: int) -> None:
+        a, b = ws.blocks[k]
+        w = tuple(arr[: (b - a) * (n - a)].reshape(b - a, n - a) for arr in ws.work[thread][:2])
+        _block_pass(blk, ws.block(K, k), None if T is None else ws.block(T, k), pre,
+                    (slice(a, b), slice(a, n)), w)
+
+    ws.run(upper)
+    return KernelState(nngp=K, diag=K[ws.diagonal], ntk=T, packed=True)
+
+
+def _packed(state: KernelState, ws: Workspace) -> KernelState:
+    """The upper triangles of ``state``'s matrices, packed in new arrays."""
+    K, T = state.nngp, state.ntk
+    out = [None if M is None else np.empty(ws.offsets[-1]) for M in (K, T)]
+    for k, (a, b) in enumerate(ws.blocks):
+        for M, p in zip((K, T), out):
+            if M is not None:
+                ws.block(p, k)[...] = M[a:b, a:]
+    return KernelState(nngp=out[0], diag=state.diag, ntk=out[1], packed=True)
+
+
+def _block_pass(blk: Block, K, T, pre, at, work) -> None:
+    """Path 1 on one contiguous block (the entries ``at`` of the matrices), in place:
+    K <- the next NNGP, T <- the next NTK."""
+    standard = _standard(blk, T)
+    blk.fast.rows(K, T, K, T, pre, *at, 1.0 if standard else blk.sigma_w**2, blk.sigma_w**2,
+                  work)
+    _finish(blk, K, T, work[0])
+
+
+def _standard(blk: Block, T) -> bool:
+    """Whether the NTK is computed in the standard parameterization (the dual is then kept
+    unscaled for the width term)."""
+    return T is not None and blk.parameterization == "standard"
+
+
+def _finish(blk: Block, out_K, out_T, tmp) -> None:
+    """The bias, and the layer's own NTK contribution: out_K holds sigma_w^2 E[act act]
+    (E[act act] in the standard parameterization) and out_T the carried term."""
+    sw2, sb2 = blk.sigma_w**2, blk.sigma_b**2
+    standard = _standard(blk, out_T)
+    if standard:
+        own = np.multiply(out_K, float(blk.width), out=tmp)
+        own += 1.0
+        out_T += own
+        out_K *= sw2
+    if sb2:
+        out_K += sb2
+    if out_T is not None and not standard:
+        out_T += out_K
+
+
+def _mirror(ws: Workspace, *kernels: Optional[np.ndarray]) -> None:
+    """Each (n, n) kernel's lower triangle overwritten by the transpose of its upper one."""
+
+    def lower(thread: int, k: int) -> None:  # rows a..b-1, columns 0..a-1
+        a, b = ws.blocks[k]
+        for out in kernels:
+            if out is not None:
+                out[a:b, :a] = out[:a, a:b].T
+
+    ws.run(lower)
 
 
 # ---------------------------------------------------------------- path 1: erf and relu in place
 
 
 def _erf_prepare(q: np.ndarray) -> tuple:
-    return 0.5 + q, bool(q.max() > _UNCLIPPED_ERF_VARIANCE)  # s_i / 2, exactly
+    return 1.0 / np.sqrt(0.5 + q), bool(q.max() > _UNCLIPPED_ERF_VARIANCE)  # g_i, clip
 
 
-def _erf_rows(K, pre, sl, cov_scale, out_K, T, carry_scale, out_T, work):
-    half_s, clip = pre
-    P = _outer(half_s[sl], half_s, work[0])  # s_i s_j / 4
-    if T is not None:
-        D = np.multiply(K, K, out=out_T)
-        np.subtract(P, D, out=D)
-        np.sqrt(D, out=D)  # sqrt(s_i s_j - 4 K_ij^2) / 2 = (2 / pi) / E[erf' erf']
-        np.divide(T, D, out=D)
-        D *= carry_scale * (2.0 / np.pi)
-    np.sqrt(P, out=P)
-    A = np.divide(K, P, out=out_K)  # 2 K_ij / sqrt(s_i s_j)
+def _erf_rows(K, T, out_K, out_T, pre, sl, cols, cov_scale, carry_scale, work):
+    g, clip = pre
+    G = _outer(g[sl], g[cols], work[0])  # g_i g_j = 2 / sqrt(s_i s_j)
+    A = np.multiply(K, G, out=work[1])  # 2 K_ij / sqrt(s_i s_j)
     if clip:
         np.clip(A, -1.0, 1.0, out=A)
-    np.arcsin(A, out=A)
-    A *= cov_scale * (2.0 / np.pi)
+    if T is not None:
+        C = np.multiply(T, G, out=G)
+        R = np.multiply(A, A, out=out_T)  # T has been read
+        np.subtract(1.0, R, out=R)
+        np.sqrt(R, out=R)
+        np.divide(C, R, out=R)  # T_ij g_i g_j / sqrt(1 - A_ij^2) = (pi / 2) T E[erf' erf']
+        R *= carry_scale * (2.0 / np.pi)
+    np.arcsin(A, out=out_K)
+    out_K *= cov_scale * (2.0 / np.pi)
 
 
 def _relu_prepare(q: np.ndarray) -> tuple:
     return (q,)
 
 
-def _relu_rows(K, pre, sl, cov_scale, out_K, T, carry_scale, out_T, work):
+def _relu_rows(K, T, out_K, out_T, pre, sl, cols, cov_scale, carry_scale, work):
     (q,) = pre
-    S = np.sqrt(_outer(q[sl], q, work[0]), out=work[0])  # sqrt(q_i q_j)
-    R = np.divide(K, S, out=out_K)  # rho: exactly 1 on the diagonal and for equal inputs
+    S = np.sqrt(_outer(q[sl], q[cols], work[0]), out=work[0])  # sqrt(q_i q_j)
+    R = np.divide(K, S, out=work[1])  # rho: exactly 1 on the diagonal and for equal inputs
     np.clip(R, -1.0, 1.0, out=R)
     np.negative(R, out=R)
-    P = np.arccos(R, out=work[1])  # arccos(-rho) = pi - theta
+    P = np.arccos(R, out=out_K)  # arccos(-rho) = pi - theta; K has been read
     if T is not None:
         np.multiply(P, T, out=out_T)
         out_T *= carry_scale / (2.0 * np.pi)
+    P *= R  # -(pi - theta) rho
     np.multiply(R, R, out=R)
     np.subtract(1.0, R, out=R)
-    np.sqrt(R, out=R)
-    R *= S  # sqrt(q_i q_j) sin(theta)
-    P *= K
-    R += P  # (pi - theta) K + sqrt(q_i q_j) sin(theta)
-    R *= cov_scale / (2.0 * np.pi)
+    np.sqrt(R, out=R)  # sin(theta)
+    np.subtract(R, P, out=P)
+    P *= S  # sqrt(q_i q_j) ((pi - theta) rho + sin(theta))
+    P *= cov_scale / (2.0 * np.pi)
 
 
 def _outer(col: np.ndarray, row: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -302,7 +444,8 @@ def _agrees(fast: FastDual, act: Activation, derivative: Optional[Activation]) -
     out_K, out_T = np.empty_like(K), np.empty_like(K)
     T = None if derivative is None else np.ones_like(K)
     work = (np.empty_like(K), np.empty_like(K))
-    fast.rows(K, fast.prepare(q), slice(0, len(q)), 1.0, out_K, T, 1.0, out_T, work)
+    every = slice(0, len(q))
+    fast.rows(K, T, out_K, out_T, fast.prepare(q), every, every, 1.0, 1.0, work)
     pairs = [(out_K, act)] + ([] if derivative is None else [(out_T, derivative)])
     for got, of in pairs:
         want = np.asarray(of.covariance_fn(*np.broadcast_arrays(rho, q[:, None], q[None, :])))
@@ -314,14 +457,19 @@ def _agrees(fast: FastDual, act: Activation, derivative: Optional[Activation]) -
 # ---------------------------------------------------------------- paths 2 and 3: any activation
 
 
-def _generic(K, q, blk: Block, cov_scale, out_K, T, carry_scale, out_T) -> None:
+def _generic(K, q, blk: Block, cov_scale, out_K, T, carry_scale, out_T) -> np.ndarray:
     """out_K = cov_scale E[act act] and out_T = carry_scale T E[act' act'] by the activation's
-    closed forms over the full matrix, or quadrature over the upper triangle."""
+    closed forms over the full matrix, or quadrature over the upper triangle; both expectations
+    are computed before either output is written (out_K may be K, out_T may be T). Returns a
+    scratch array of K's shape (its values no longer needed)."""
     rho = _correlations(K, q) if _has_closed_form(blk.act, blk.derivative, T) else None
-    np.multiply(_dual(blk.act, K, q, rho, blk.quadrature), cov_scale, out=out_K)
+    cov = _dual(blk.act, K, q, rho, blk.quadrature)
     if T is not None:
-        np.multiply(_dual(blk.derivative, K, q, rho, blk.quadrature), T, out=out_T)
+        carry = _dual(blk.derivative, K, q, rho, blk.quadrature)
+        np.multiply(carry, T, out=out_T)
         out_T *= carry_scale
+    np.multiply(cov, cov_scale, out=out_K)
+    return cov
 
 
 def _has_closed_form(act: Activation, derivative: Optional[Activation], T) -> bool:

@@ -19,7 +19,9 @@ where, for entry (i, j), (u, v) ~ N(0, [[K_l_ii, K_l_ij], [K_l_ij, K_l_jj]]). Th
 expectations use the activation's closed form with unequal variances when it has one
 (:func:`~nngauge.theory.gaussian_covariance`) and quadrature otherwise; one layer is one pure
 map of :mod:`nngauge.theory._kernel_maps` (erf and relu as in-place passes computing the NNGP and
-the NTK together). ``ntk(..., with_nngp=True)`` returns both kernels from one recursion.
+the NTK together). ``ntk(..., with_nngp=True)`` returns both kernels from one recursion, and
+``layers="last"`` keeps only the deepest layer's kernels, which the recursion then computes in
+place in one set of (n, n) arrays (as neural-tangents' kernel_fn, which returns the last layer).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from nngauge.theory._kernel_maps import (
     KernelState,
     Parameterization,
     block,
+    completed,
     input_state,
     step,
     workspace,
@@ -54,6 +57,7 @@ from nngauge.theory._validate import (
 )
 
 KernelKind = Literal["nngp", "ntk"]
+KernelLayers = Literal["all", "last"]
 
 DEFAULT_MAX_SECONDS = 30.0
 """Default ``max_seconds`` of :func:`nngp` and :func:`ntk`."""
@@ -62,24 +66,30 @@ _TIMED_LAYERS = 3  # layers timed before an estimate up to 4 x max_seconds is tr
 
 _KERNEL_OPTIONS = dict(act=ACTIVATION, depth=Integer(0), sigma_w=POSITIVE_STD, sigma_b=STD,
                        parameterization=Choice.literal(Parameterization), width=Maybe(COUNT),
-                       quadrature=QUADRATURE, max_seconds=Maybe(Real(0, low_open=True)))
+                       quadrature=QUADRATURE, max_seconds=Maybe(Real(0, low_open=True)),
+                       layers=Choice.literal(KernelLayers))
 
 
 @dataclass(frozen=True)
 class KernelTrace:
-    """Infinite-width kernels of the pre-activations after 0..depth hidden layers.
+    """Infinite-width kernels of the pre-activations after first_depth..depth hidden layers.
 
     Attributes:
         kind: ``"nngp"`` (covariance of the pre-activations: the top-layer kernel) or
             ``"ntk"`` (the neural tangent kernel of the pre-activations).
-        kernels: ``depth + 1`` arrays of shape (n, n); ``kernels[l]`` follows l hidden
-            layers (``kernels[0]`` is the first Dense layer applied to the inputs).
+        kernels: arrays of shape (n, n), one per depth of :attr:`depths`: ``kernels[k]``
+            follows ``first_depth + k`` hidden layers. With every layer kept (the default,
+            ``layers="all"``) these are the ``depth + 1`` kernels 0..depth (``kernels[0]`` is
+            the first Dense layer applied to the inputs); with ``layers="last"`` only the
+            deepest, ``kernels[-1]`` in both cases.
         activation: label of the activation.
         sigma_w, sigma_b: weight and bias standard deviations of every Dense layer.
         parameterization: ``"ntk"`` or ``"standard"``.
         width: hidden width (used by the standard-parameterization NTK only, else None).
         nngp: for ``ntk(..., with_nngp=True)``, the NNGP trace of the same network (computed
-            by the same recursion); else None.
+            by the same recursion, with the same layers kept); else None.
+        first_depth: hidden layers below ``kernels[0]``: 0 with every layer kept, the depth
+            with ``layers="last"``.
     """
 
     kind: KernelKind
@@ -90,11 +100,17 @@ class KernelTrace:
     parameterization: Parameterization
     width: Optional[int] = None
     nngp: Optional["KernelTrace"] = None
+    first_depth: int = 0
 
     @property
     def depth(self) -> int:
         """Number of hidden layers of the deepest kernel."""
-        return len(self.kernels) - 1
+        return self.first_depth + len(self.kernels) - 1
+
+    @property
+    def depths(self) -> np.ndarray:
+        """Number of hidden layers of each kernel held: first_depth..depth."""
+        return np.arange(self.first_depth, self.depth + 1)
 
     def condition_numbers(self) -> np.ndarray:
         """lambda_max / lambda_min of each kernel (Agarwal et al. 2021, section 2 notation).
@@ -103,7 +119,8 @@ class KernelTrace:
         :func:`condition_number`.
 
         Returns:
-            Array of shape (depth + 1,).
+            Array of one value per kernel held (shape (depth + 1,) with every layer kept), at
+            the depths :attr:`depths`.
         """
         return np.array([condition_number(k) for k in self.kernels])
 
@@ -115,7 +132,7 @@ class KernelTrace:
         ``nan`` when n < 2 or when some K_ii = 0: see :func:`mean_normalized_dot_product`.
 
         Returns:
-            Array of shape (depth + 1,).
+            Array of one value per kernel held, at the depths :attr:`depths`.
         """
         return np.array([mean_normalized_dot_product(k) for k in self.kernels])
 
@@ -126,6 +143,7 @@ class KernelTrace:
             "kind": self.kind,
             "activation": self.activation,
             "depth": self.depth,
+            "first_depth": self.first_depth,
             "sigma_w": self.sigma_w,
             "sigma_b": self.sigma_b,
             "parameterization": self.parameterization,
@@ -137,10 +155,11 @@ class KernelTrace:
         }
 
     def to_frame(self):
-        """A pandas DataFrame with one row per depth: condition number, mean normalized dot."""
+        """A pandas DataFrame with one row per kernel held (its depth): condition number, mean
+        normalized dot product."""
         pd = require_extra("pandas", "report", "KernelTrace.to_frame()")
         return pd.DataFrame({
-            "depth": np.arange(self.depth + 1),
+            "depth": self.depths,
             "condition_number": self.condition_numbers(),
             "mean_normalized_dot_product": self.mean_normalized_dot_product(),
         })
@@ -158,6 +177,7 @@ def nngp(
     width: Optional[int] = None,
     quadrature: Quadrature = DEFAULT_QUADRATURE,
     max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
+    layers: KernelLayers = "all",
 ) -> KernelTrace:
     """Infinite-width NNGP kernels K_0..K_depth of a fully-connected network on inputs X.
 
@@ -191,10 +211,19 @@ def nngp(
         max_seconds: time budget: once the first layers have been timed, refuse
             (:class:`~nngauge.errors.BudgetExceededError`) when the whole depth would take
             longer, at the speed of the fastest layer so far (the cost per layer: erf and relu
-            are a dozen in-place passes over the n x n matrices, 10-20 ms for n = 1000 with
-            the NTK; other closed forms a few dozen passes; quadrature n (n + 1) / 2 Gaussian
-            expectations, twice as many for :func:`ntk`, seconds for a few dozen inputs).
+            are a dozen passes over the upper triangle of the n x n matrices, 5-15 ms for
+            n = 1000 with the NTK; other closed forms a few dozen passes; quadrature
+            n (n + 1) / 2 Gaussian expectations, twice as many for :func:`ntk`, seconds for a
+            few dozen inputs).
             Default 30 s; None: no limit.
+        layers: which kernels to return: ``"all"`` (default), K_0..K_depth, or ``"last"``,
+            K_depth only (the trace's ``kernels == (K_depth,)``, ``first_depth == depth``;
+            what neural-tangents' kernel_fn returns). ``"last"`` holds one (n, n) array per
+            kernel instead of depth + 1, and every layer overwrites it: erf and relu then
+            allocate no (n, n) array per layer (the every-layer call writes 8 MB of fresh
+            memory per layer and kernel for n = 1000: erf then takes about twice as long);
+            other activations still allocate their temporaries. The values are those of the
+            last layer of ``"all"``.
 
     Returns:
         A :class:`KernelTrace` with ``kind="nngp"``; each kernel has shape (n, n).
@@ -214,7 +243,7 @@ def nngp(
                [0.0796, 0.25  ]])
     """
     return _trace("nngp", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
-                  max_seconds)
+                  max_seconds, layers=layers)
 
 
 @constrained(**_KERNEL_OPTIONS, with_nngp=Flag())
@@ -230,6 +259,7 @@ def ntk(
     quadrature: Quadrature = DEFAULT_QUADRATURE,
     max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
     with_nngp: bool = False,
+    layers: KernelLayers = "all",
 ) -> KernelTrace:
     """Infinite-width neural tangent kernels Theta_0..Theta_depth of a fully-connected network.
 
@@ -270,6 +300,8 @@ def ntk(
             arguments): one call for both kernels instead of :func:`nngp` then :func:`ntk`,
             which computes the NNGP twice. Default False (the NNGP kernels are then dropped
             layer by layer, halving the memory held).
+        layers: ``"all"`` (default): Theta_0..Theta_depth (and K_0..K_depth); ``"last"``:
+            Theta_depth (and K_depth) only, computed in place (see :func:`nngp`).
 
     Returns:
         A :class:`KernelTrace` with ``kind="ntk"``; each kernel has shape (n, n). With
@@ -292,13 +324,16 @@ def ntk(
         >>> np.round(both.nngp.kernels[1], 4)
         array([[0.25  , 0.0796],
                [0.0796, 0.25  ]])
+        >>> last = ntk(np.eye(2), "relu", 1, with_nngp=True, layers="last")
+        >>> last.depth, len(last.kernels), round(float(last.nngp.kernels[0][0, 1]), 4)
+        (1, 1, 0.0796)
     """
     return _trace("ntk", X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
-                  max_seconds, with_nngp)
+                  max_seconds, with_nngp, layers)
 
 
 def _trace(kind, X, act, depth, sigma_w, sigma_b, parameterization, width, quadrature,
-           max_seconds, with_nngp=False):
+           max_seconds, with_nngp=False, layers="all"):
     where = f"{kind}()"
     X = _check_inputs(X, where)
     act = resolve(act)
@@ -312,14 +347,16 @@ def _trace(kind, X, act, depth, sigma_w, sigma_b, parameterization, width, quadr
                 parameterization=parameterization, width=int(width) if needs_width else None,
                 quadrature=quadrature)
     budget = _Budget(where, int(depth), max_seconds, X.shape[0], act.label)
+    keep_all = layers == "all"
     nngps, ntks = _iterate(input_state(X, blk, with_ntk=with_ntk), blk, int(depth), budget,
-                           keep_nngp=not with_ntk or with_nngp)
+                           keep_nngp=not with_ntk or with_nngp, keep_all=keep_all)
 
     def trace(of, kernels, nngp=None):
         return KernelTrace(kind=of, kernels=tuple(kernels), activation=act.label,
                            sigma_w=blk.sigma_w, sigma_b=blk.sigma_b,
                            parameterization=parameterization,
-                           width=blk.width if of == "ntk" else None, nngp=nngp)
+                           width=blk.width if of == "ntk" else None, nngp=nngp,
+                           first_depth=0 if keep_all else int(depth))
 
     if not with_ntk:
         return trace("nngp", nngps)
@@ -363,9 +400,11 @@ class _Budget:
 
 
 def _iterate(state: KernelState, blk: Block, depth: int, budget: _Budget, *,
-             keep_nngp: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+             keep_nngp: bool, keep_all: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The NNGP kernels (when ``keep_nngp``) and the NTK kernels (when computed) after
-    0..depth blocks, within the time ``budget``."""
+    0..depth blocks (``keep_all``) or after depth blocks only, within the time ``budget``.
+    Without ``keep_all`` the blocks overwrite one set of arrays (unpacked and frozen at the
+    end)."""
     nngps, ntks = [], []
 
     def keep(s: KernelState) -> None:
@@ -374,13 +413,21 @@ def _iterate(state: KernelState, blk: Block, depth: int, budget: _Budget, *,
         if s.ntk is not None:
             ntks.append(s.ntk)
 
-    keep(state)
+    if keep_all:
+        keep(state)
     with workspace(state.diag.shape[0]) as ws:
         for done in range(1, depth + 1):
             start = time.perf_counter()
-            state = step(state, blk, ws)
-            keep(state)
+            state = step(state, blk, ws, in_place=not keep_all)
+            if keep_all:
+                keep(state)
             budget.check(done, time.perf_counter() - start)
+        state = completed(state, ws)
+    if not keep_all:
+        for kernel in (state.nngp, state.ntk):
+            if kernel is not None:
+                kernel.setflags(write=False)
+        keep(state)
     return nngps, ntks
 
 
