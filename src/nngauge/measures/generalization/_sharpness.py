@@ -335,7 +335,7 @@ def expected_sharpness(
         method: "auto", "weights" or "local".
         chunk_size: perturbations per evaluation (default: 100 for "weights", which holds
             chunk_size copies of the parameters; for "local", as many as keep the widest
-            layer output of a chunk under 2**25 elements).
+            layer output of a chunk under 2**20 elements).
         output: which output the loss reads for dict / tuple / ModelOutput outputs.
         norm_mode: batchnorm's statistics (default "eval": running); dropout is off.
         generator: for the noise and the batches (deterministic).
@@ -356,44 +356,22 @@ def expected_sharpness(
         raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
                       "pass noise='isotropic' or drop sigma")
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
-    loss_fn = loss_fn or mean_loss
+    scale = alpha if noise == "relative" or sigma is None else sigma
     with adapter.active(data=data):
         x, y = labelled_tensors(adapter, data)
         params = adapter.weights(PERTURBED)
-        stds = noise_std(params, alpha, noise=noise, sigma=sigma)
-        local = LocalNoise(adapter.model, stds, adapter.select)
-        blocker = None if method == "weights" else local.blocker(params, x)
-        if method == "local" and blocker:
-            raise invalid(where, "a model the local estimator applies to (parameters only in "
-                          "Linear/ConvNd modules run once, independent examples)", blocker,
-                          "use method='weights' (or 'auto')")
-        seeds = perturbation_seeds(generator, n_samples)
-        m = len(y)
-        size = min(batch_size, m)
-
-        def minibatch(gen: torch.Generator) -> torch.Tensor:
-            return torch.arange(m) if size == m else torch.randperm(m, generator=gen)[:size]
-
-        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool, adapter.perturbed():
-            if method == "weights" or blocker:
-                used = "weights"
-                losses, base = _perturbed_losses(
-                    adapter, loss_fn, params, stds, x, y, seeds=seeds, minibatch=minibatch,
-                    size=size, chunk_size=chunk_size or 100, pool=pool)
-            else:
-                used = "local"
-                losses, base = local.perturbed_losses(
-                    vmap(lambda out, labels: scalar_loss(loss_fn, out, labels, where)), x, y,
-                    seeds=seeds, minibatch=minibatch,
-                    chunk_size=chunk_size or local.chunk_for(size), pool=pool)
-    losses, base = losses.double().cpu().numpy(), base.double().cpu().numpy()
+        unit = unit_std(params, noise)
+        ((losses, base, used),) = _noisy_losses(
+            adapter, loss_fn or mean_loss, x, y, params, unit, [scale], method=method,
+            n_samples=n_samples, batch_size=batch_size, chunk_size=chunk_size,
+            generator=generator)
     diff = losses - base
     stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
     return ExpectedSharpnessResult(
         expected_sharpness=float(diff.mean()), stderr=stderr, expected_loss=float(losses.mean()),
-        loss=float(base.mean()), kl=gaussian_kl(params, stds), alpha=float(alpha), noise=noise,
-        sigma=(float(sigma if sigma is not None else alpha) if noise == "isotropic" else None),
-        n_samples=n_samples, batch_size=size,
+        loss=float(base.mean()), kl=unit_kl(params, unit) / scale**2, alpha=float(alpha),
+        noise=noise, sigma=float(scale) if noise == "isotropic" else None,
+        n_samples=n_samples, batch_size=min(batch_size, len(y)),
         n_parameters=sum(w.numel() for w in params.values()), method=used, mode=adapter.mode,
         perturbed_losses=losses)
 
@@ -422,9 +400,12 @@ def pac_bayes(
 ) -> PACBayesResult:
     """The bi-criteria curve (KL vs expected sharpness over alpha, Figure 2) and the bound.
 
-    For each alpha, :func:`expected_sharpness` with that alpha (isotropic noise: sigma =
-    alpha) and its KL; the bound of eq. 5 (``form="eq5"``, default) or eq. 6 (``"eq6"``) is
+    For each alpha, the expected sharpness and KL of :func:`expected_sharpness` with that
+    alpha (isotropic noise: sigma = alpha), the same draws as successive calls sharing
+    ``generator``; the bound of eq. 5 (``form="eq5"``, default) or eq. 6 (``"eq6"``) is
     L(w) + expected sharpness + sqrt((KL + log term) / m), L(w) on all m points of ``data``.
+    What does not depend on alpha is computed once: the model check, the KL up to its factor
+    1 / alpha^2 and, with the local estimator, the unperturbed pass over all the points.
 
     Args:
         alphas: the noise scales (> 0), one curve point each.
@@ -446,40 +427,49 @@ def pac_bayes(
     alphas = [float(a) for a in alphas]
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     loss_fn = loss_fn or mean_loss
-    with adapter.active(data=data), torch.no_grad():
+    with adapter.active(data=data):
         x, y = labelled_tensors(adapter, data)
-        train_loss = _full_loss(adapter, loss_fn, adapter.weights(PERTURBED), x, y,
-                                eval_batch_size)
-    m = len(y)
+        params = adapter.weights(PERTURBED)
+        with torch.no_grad():
+            train_loss = _full_loss(adapter, loss_fn, params, x, y, eval_batch_size)
+        unit = unit_std(params, noise)
+        curve = _noisy_losses(adapter, loss_fn, x, y, params, unit, alphas, method=method,
+                              n_samples=n_samples, batch_size=batch_size,
+                              chunk_size=chunk_size, generator=generator)
+    m, kl = len(y), unit_kl(params, unit)
     points = []
-    for alpha in alphas:
-        r = expected_sharpness(model, loss_fn, data, alpha=alpha, n_samples=n_samples,
-                               batch_size=batch_size, noise=noise, method=method,
-                               chunk_size=chunk_size, output=output, norm_mode=norm_mode,
-                               generator=generator)
+    for alpha, (losses, base, used) in zip(alphas, curve):
+        diff = losses - base
+        sharp = float(diff.mean())
+        stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
         points.append(PACBayesPoint(
-            alpha=alpha, kl=r.kl, expected_sharpness=r.expected_sharpness, stderr=r.stderr,
-            expected_loss=r.expected_loss,
-            bound=pac_bayes_bound(train_loss, r.expected_sharpness, r.kl, m, delta, form=form)))
+            alpha=alpha, kl=kl / alpha**2, expected_sharpness=sharp, stderr=stderr,
+            expected_loss=float(losses.mean()),
+            bound=pac_bayes_bound(train_loss, sharp, kl / alpha**2, m, delta, form=form)))
     best = min(points, key=lambda p: p.bound)
     return PACBayesResult(layers=tuple(points), train_loss=train_loss, best_bound=best.bound,
                           best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise,
-                          method=r.method, mode=r.mode)
+                          method=used, mode=adapter.mode)
 
 
-def noise_std(params: dict, alpha: float, *, noise: Noise = "relative",
-              sigma: Optional[float] = None) -> dict:
-    """Per-parameter perturbation std: alpha (10 |w| + 1) (relative) or sigma (isotropic)."""
+def unit_std(params: dict, noise: Noise) -> dict:
+    """Per-parameter perturbation std at scale 1: 10 |w| + 1 (relative) or 1 (isotropic).
+
+    The std is alpha times this (relative noise), or sigma times it (isotropic).
+    """
     if noise == "relative":
-        return {n: alpha * (10 * w.abs() + 1) for n, w in params.items()}
-    value = alpha if sigma is None else sigma
-    return {n: torch.full_like(w, value) for n, w in params.items()}
+        return {n: 10 * w.abs() + 1 for n, w in params.items()}
+    return {n: torch.ones_like(w) for n, w in params.items()}
 
 
-def gaussian_kl(params: dict, stds: dict) -> float:
-    """KL(N(w, diag s^2) || N(0, diag s^2)) = sum_i w_i^2 / (2 s_i^2), in float64."""
-    return float(sum(((w.to(torch.float64) / stds[n].to(torch.float64)) ** 2).sum() / 2
-                     for n, w in params.items()))
+def unit_kl(params: dict, unit: dict) -> float:
+    """sum_i w_i^2 / (2 u_i^2), terms in the parameters' dtype summed in float64.
+
+    KL(N(w, diag s^2) || N(0, diag s^2)) = sum_i w_i^2 / (2 s_i^2) (eq. 6) is this divided by
+    scale^2 for the stds s = scale * u.
+    """
+    return float(sum((w / unit[n]).square().sum(dtype=torch.float64)
+                     for n, w in params.items())) / 2
 
 
 def perturbation_seeds(generator: Optional[torch.Generator], n: int) -> list[int]:
@@ -493,6 +483,48 @@ def perturbation_seeds(generator: Optional[torch.Generator], n: int) -> list[int
     base = int(torch.randint(2**63 - 1, (), generator=generator))
     return [int(np.random.SeedSequence((base, k)).generate_state(1, np.uint64)[0])
             for k in range(n)]
+
+
+def _noisy_losses(adapter: ModelAdapter, loss_fn, x, y, params, unit, scales, *, method,
+                  n_samples, batch_size, chunk_size, generator) -> list:
+    """(L_B(w + nu), L_B(w), method used) per noise scale, float64 arrays of n_samples each.
+
+    The noise stds are scale * ``unit``; the scales draw their seeds from ``generator`` in
+    order (one :func:`perturbation_seeds` each). With the local estimator, the data-only
+    layers' means and unit stds are computed once for all the scales.
+    """
+    where = adapter.where
+    local = LocalNoise(adapter.model, unit, adapter.select)
+    blocker = None if method == "weights" else local.blocker(params, x)
+    if method == "local" and blocker:
+        raise invalid(where, "a model the local estimator applies to (parameters only in "
+                      "Linear/ConvNd modules run once, independent examples)", blocker,
+                      "use method='weights' (or 'auto')")
+    local.reuse = len(scales) > 1
+    m = len(y)
+    size = min(batch_size, m)
+
+    def minibatch(gen: torch.Generator) -> torch.Tensor:
+        return torch.arange(m) if size == m else torch.randperm(m, generator=gen)[:size]
+
+    curve = []
+    with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool, adapter.perturbed():
+        for scale in scales:
+            seeds = perturbation_seeds(generator, n_samples)
+            if method == "weights" or blocker:
+                used = "weights"
+                losses, base = _perturbed_losses(
+                    adapter, loss_fn, params, {n: scale * u for n, u in unit.items()}, x, y,
+                    seeds=seeds, minibatch=minibatch, size=size,
+                    chunk_size=chunk_size or 100, pool=pool)
+            else:
+                used = "local"
+                losses, base = local.perturbed_losses(
+                    vmap(lambda out, labels: scalar_loss(loss_fn, out, labels, where)), x, y,
+                    seeds=seeds, minibatch=minibatch, size=size,
+                    chunk_size=chunk_size or local.chunk_for(size), pool=pool, scale=scale)
+            curve.append((losses.double().cpu().numpy(), base.double().cpu().numpy(), used))
+    return curve
 
 
 def _perturbed_losses(adapter, loss_fn, params, stds, x, y, *, seeds, minibatch, size,
