@@ -198,6 +198,18 @@ def test_each_batch_has_its_own_top_eigenvalues_and_an_interval():
     assert r.n_batches == 3 and r.n_samples == 48
 
 
+def test_per_batch_false_skips_the_batch_runs_and_keeps_the_top_k():
+    """per_batch=False: the same top-k of all the data from fewer products, no interval."""
+    model, (x, y) = _mlp(), _data(n=48)
+    full = hessian(model, (x, y), top_k=2, batch_size=16, trace=False, generator=_gen(), **EXACT)
+    lean = hessian(model, (x, y), top_k=2, batch_size=16, trace=False, per_batch=False,
+                   generator=_gen(), **EXACT)
+    np.testing.assert_allclose(lean.eigenvalues, full.eigenvalues, rtol=1e-6)
+    assert lean.eigenvalues_ci is None and lean.batch_eigenvalues_mean is None
+    assert lean.batch_eigenvalues.shape == (0, 2)
+    assert lean.n_products < full.n_products and lean.settings["per_batch"] is False
+
+
 def test_eigenvectors_are_unit_eigenvectors_by_parameter():
     model, (x, y) = _mlp(), _data()
     r = hessian(model, (x, y), top_k=2, return_eigenvectors=True, trace=False,

@@ -163,3 +163,54 @@ def test_a_short_budget_keeps_the_jacobian_batch_of_a_batch_statistics_model(cou
         assert any("the batch size, so it is kept" in c for c in choices)
     else:
         assert changes["jacobian_samples"] < settings.jacobian_samples
+
+
+def test_a_short_budget_thins_the_jacobian_layers_of_a_batch_statistics_model():
+    """With batch statistics the batch is kept and the steps cut to their least; past that
+    the section measures fewer layers (at least five, the output included), and says so."""
+    settings = ReportSettings(budget=1.0)
+    cost = _plan.Cost(per_sample=3e-3, recorded_per_sample=1000, marginal_per_sample=1e-3)
+    changes, choices = _plan.plan(settings, cost, n_data=1000, n_sites=20, n_jacobian=12,
+                                  grouped=True, coupled=True)
+    assert changes["jacobian_samples"] == settings.jacobian_samples
+    assert changes["power_iterations"] == _plan.MIN_ITERATIONS
+    assert changes["jacobian_positions"] == _plan.MIN_JACOBIAN_POSITIONS
+    assert any("at 5 layers (of 12, evenly spaced)" in c for c in choices)
+    roomy = dataclasses.replace(settings, budget=1e6)
+    changes, _ = _plan.plan(roomy, cost, n_data=1000, n_sites=20, n_jacobian=12,
+                            grouped=True, coupled=True)
+    assert changes["jacobian_positions"] == 12 and "power_iterations" not in changes
+
+
+def test_a_short_budget_drops_the_per_batch_eigenvalues_before_the_lanczos_steps():
+    """Past the least steps and products, the loss section's per-batch Lanczos runs (the
+    interval) go, then slice points; a roomy budget keeps both, a slightly short one only
+    shrinks the steps."""
+    cost = _plan.Cost(per_sample=3e-3, recorded_per_sample=1000, marginal_per_sample=1e-3)
+    settings = ReportSettings()
+    share = _plan.SHARES["loss"]
+    tight = _plan._loss_plan(settings, cost, share * 1.0)
+    assert tight["hessian_per_batch"] is False and tight["landscape_steps"] == 21
+    assert tight["loss_samples"] == _plan.LOSS_MIN_SAMPLES
+    roomy = _plan._loss_plan(settings, cost, 1e6)
+    assert roomy["hessian_per_batch"] is True and roomy["landscape_steps"] == 41
+    assert roomy["hessian_steps"] == settings.hessian_steps
+    least = dataclasses.replace(settings, hessian_steps=_plan.LOSS_MIN_STEPS,
+                                hessian_probes=_plan.LOSS_MIN_PROBES, landscape_steps=41)
+    at_least = _plan._loss_plan(least, cost, 1e6)  # the least work's cost, interval included
+    with_interval = ((2 * _plan.LOSS_MIN_STEPS + _plan.LOSS_MIN_PROBES) * _plan.PRODUCT_PASSES
+                     + 41) * (_plan.LOSS_BATCHES * 2e-3 * 16 + 32 * 1e-3)
+    assert at_least["hessian_per_batch"] is True and at_least["landscape_steps"] == 41
+    slightly = _plan._loss_plan(settings, cost, 2 * with_interval)
+    assert slightly["hessian_per_batch"] is True and slightly["landscape_steps"] == 41
+    assert _plan.LOSS_MIN_STEPS < slightly["hessian_steps"] < settings.hessian_steps
+
+
+def test_evenly_thinned_keeps_the_first_and_the_last():
+    """The thinning used for deep networks' sites and the Jacobian's layers."""
+    from nngauge._internal.sites import evenly_thinned
+
+    assert evenly_thinned(range(11), 3) == [0, 5, 10]
+    assert evenly_thinned(range(4), 10) == [0, 1, 2, 3]
+    assert evenly_thinned(range(4), 1) == [3]
+    assert evenly_thinned(range(12), 2) == [0, 11]

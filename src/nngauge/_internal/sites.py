@@ -224,11 +224,18 @@ def block_sites(model: nn.Module, sites: Sequence[Site], kinds: Sequence[SiteKin
         if site.module_name == owner or (site.kind in kinds and not block_output):
             by_block[owner] = site
     keep = outside | {site.name for site in by_block.values()}
-    grouped = [s for s in sites if s.name in keep]
-    if len(grouped) > limit:  # evenly thinned, keeping the first and the last
-        step = -(-(len(grouped) - 1) // (limit - 1))
-        grouped = grouped[:-1:step] + grouped[-1:]
-    return grouped, True
+    return evenly_thinned([s for s in sites if s.name in keep], limit), True
+
+
+def evenly_thinned(items: Sequence, limit: int) -> list:
+    """At most ``limit`` of ``items``, evenly spaced, the first and the last kept."""
+    items = list(items)
+    if len(items) <= limit:
+        return items
+    if limit <= 1:
+        return items[-1:]
+    step = -(-(len(items) - 1) // (limit - 1))
+    return items[:-1:step] + items[-1:]
 
 
 def _owner(module_name: str, blocks: set[str]) -> Optional[str]:

@@ -42,6 +42,9 @@ class ReportSettings:
         hessian_steps: Lanczos steps for the top Hessian eigenvalue.
         hessian_probes: products for the Hessian trace (Hutch++ or Hutchinson).
         landscape_steps: points of the 1-D loss slice.
+        hessian_per_batch: also each loss batch's own top eigenvalue (their interval).
+        jacobian_positions: layers (the output included) the Jacobian section measures
+            (None: every chosen one).
         budget: seconds the sections may spend, split between them (see ``choices``).
         output, input_module, norm_mode, dropout: how the model is run (as in
             :func:`nngauge.nlc`).
@@ -66,6 +69,8 @@ class ReportSettings:
     hessian_steps: int = 30
     hessian_probes: int = 30
     landscape_steps: int = 41
+    hessian_per_batch: bool = True
+    jacobian_positions: Optional[int] = None
     budget: float = 40.0
     output: Any = None
     input_module: Optional[str] = None

@@ -49,7 +49,8 @@ def loss_section(ctx: Context) -> SectionOutput:
     try:
         curvature = hessian(ctx.model, data, loss=loss, top_k=1, trace=True,
                             batch_size=size, lanczos_steps=s.hessian_steps,
-                            n_probes=s.hessian_probes, output=s.output,
+                            n_probes=s.hessian_probes, per_batch=s.hessian_per_batch,
+                            output=s.output,
                             generator=ctx.generator(), **hessian_mode)
         ctx.results["hessian"] = curvature
     except InvalidInputError as exc:  # e.g. an op without a second derivative in torch

@@ -10,8 +10,9 @@ at the outputs of their blocks (residual blocks, transformer layers) plus the la
 blocks. Every choice is written down, with its reason, in the settings the report prints.
 
 The cost model is coarse on purpose: it is linear in samples, in passes and in measured
-layers; a forward-mode probe counts as two forward and backward passes, a Lanczos step
-(a double-backward product and a backward pass) as three, a sampled-transitions evaluation
+layers; a forward-mode probe counts as two forward and backward passes, a Lanczos step of a
+layer's Jacobian (a forward-mode and a backward product through the layer's prefix, half the
+network on average) as one, a sampled-transitions evaluation
 (small batches, every activation's input recorded) as one, an exact linear piece (of a
 segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
 two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as four, a
@@ -44,6 +45,13 @@ TIMING_SAMPLES = 16
 """Samples of the timed forward and backward pass."""
 JACOBIAN_POSITIONS = 12
 """Most layers the Jacobian section measures (a Lanczos run per layer)."""
+MIN_JACOBIAN_POSITIONS = 5
+"""Fewest layers the Jacobian section keeps when the budget is short: the output and four
+weight layers, the read-out and three hidden ones (the growth verdict reads the hidden ones)."""
+LANCZOS_STEP_PASSES = 1.0
+"""A Lanczos step's cost at one layer, in forward and backward passes of the whole network
+(a forward-mode and a backward product through the layer's prefix; measured 0.7 on a
+ResNet-18 at 3 x 32 x 32 with batch statistics, warm starts included)."""
 MIN_ITERATIONS = 10
 """Fewest Lanczos steps the Jacobian section is given when the budget is short."""
 LOSS_MIN_SAMPLES = 32
@@ -58,6 +66,8 @@ LOSS_MIN_STEPS = 8
 """Fewest Lanczos steps the loss-surface section is given when the budget is short."""
 LOSS_MIN_PROBES = 6
 """Fewest Hessian-trace products the loss-surface section is given when the budget is short."""
+LOSS_MIN_POINTS = 21
+"""Fewest points of the loss slice when the budget is short (odd: alpha = 0 is one)."""
 REFUSE_FACTOR = 10.0
 """A report whose least work (:func:`least_passes`) is estimated at more than this many times
 its budget is refused rather than run."""
@@ -105,19 +115,22 @@ def _timed_pass(adapter, batch: torch.Tensor, sites) -> tuple[float, dict]:
 def least_passes(settings: Any, keys: Sequence[str], labelled: bool) -> dict[str, int]:
     """Passes of the model (a forward and a backward pass each) that the sections ``keys``
     make at the least, whatever the budget, by section: one per section, a forward-mode probe
-    (two) per NLC batch, :data:`MIN_ITERATIONS` Lanczos steps (three passes each) at one
-    layer for the Jacobian, and on labelled data the loss surface's :data:`LOSS_MIN_STEPS`
-    Lanczos steps (twice: on all samples and by batch) and :data:`LOSS_MIN_PROBES` trace
-    products (:data:`PRODUCT_PASSES` each), and its slice, on every one of :data:`LOSS_BATCHES`
-    batches. A lower bound: the planned work is at least this."""
+    (two) per NLC batch, :data:`MIN_ITERATIONS` Lanczos steps (:data:`LANCZOS_STEP_PASSES`
+    each) at :data:`MIN_JACOBIAN_POSITIONS` layers for the Jacobian, and on labelled data the
+    loss surface's :data:`LOSS_MIN_STEPS` Lanczos steps (on all samples) and
+    :data:`LOSS_MIN_PROBES` trace products (:data:`PRODUCT_PASSES` each), and its slice of
+    :data:`LOSS_MIN_POINTS` points, on every one of :data:`LOSS_BATCHES` batches. A lower
+    bound: the planned work is at least this."""
     passes = {key: 1 for key in keys if key != "theory"}  # the theory runs no model
     if "nlc" in passes:
         passes["nlc"] = 2 * (settings.n_batches or 1)
     if "jacobian" in passes:
-        passes["jacobian"] = MIN_ITERATIONS * 3
+        passes["jacobian"] = math.ceil(MIN_ITERATIONS * LANCZOS_STEP_PASSES
+                                       * MIN_JACOBIAN_POSITIONS)
     if "loss" in passes and labelled:
-        products = (2 * LOSS_MIN_STEPS + LOSS_MIN_PROBES) * PRODUCT_PASSES
-        passes["loss"] = (products + settings.landscape_steps) * LOSS_BATCHES
+        products = (LOSS_MIN_STEPS + LOSS_MIN_PROBES) * PRODUCT_PASSES
+        points = min(LOSS_MIN_POINTS, settings.landscape_steps)
+        passes["loss"] = (products + points) * LOSS_BATCHES
     return passes
 
 
@@ -203,23 +216,18 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
                            max(16, SHARES["correlations"] * budget / c)))
     changes["correlation_samples"] = max(2, correlations)
     choices.append(f"correlations: {changes['correlation_samples']} samples")
-    iterations = settings.power_iterations
-    per_sample = max(1, n_jacobian) * iterations * 3 * c
-    if coupled:  # batch statistics: the norms depend on the batch size, which is kept
-        jacobian = settings.jacobian_samples
-    else:
-        jacobian = int(min(settings.jacobian_samples, max(4, SHARES["jacobian"] * budget
-                                                          / per_sample)))
-    if jacobian * per_sample > SHARES["jacobian"] * budget:  # fewer iterations, then
-        iterations = max(MIN_ITERATIONS, int(iterations * SHARES["jacobian"] * budget
-                                             / (jacobian * per_sample)))
+    jacobian, iterations, positions = _jacobian_plan(settings, c, n_jacobian, coupled)
+    if iterations != settings.power_iterations:
         changes["power_iterations"] = iterations
     changes["jacobian_samples"] = jacobian
-    choices.append(f"Jacobian norms: {jacobian} samples at {n_jacobian} layers, at most "
-                   f"{iterations} Lanczos steps to relative error "
+    changes["jacobian_positions"] = positions
+    choices.append(f"Jacobian norms: {jacobian} samples at {positions} layers"
+                   + (f" (of {n_jacobian}, evenly spaced)" if positions < n_jacobian else "")
+                   + f", at most {iterations} Lanczos steps to relative error "
                    f"{settings.jacobian_tol:g}" + (
                        " (batch statistics: the norms depend on the batch size, so it is kept "
-                       "and the iterations are cut instead)" if coupled else ""))
+                       "and the iterations, then the layers, are cut instead)" if coupled
+                       else ""))
     points = power_of_two_plus_one(SHARES["trajectory"] * budget / c, 65,
                                    settings.trajectory_points)
     changes["trajectory_points"] = points
@@ -253,29 +261,66 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     choices.append(f"loss surface (labelled data only): {changes['loss_samples']} samples in "
                    f"{LOSS_BATCHES} batches, {changes['hessian_steps']} Lanczos steps, "
                    f"{changes['hessian_probes']} trace products, a slice of "
-                   f"{settings.landscape_steps} points")
+                   f"{changes['landscape_steps']} points" + (
+                       "" if changes["hessian_per_batch"] else
+                       "; no per-batch top eigenvalues (their interval would cost as much as "
+                       "the top eigenvalue itself)"))
     return changes, choices
 
 
-def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, int]:
-    """Samples, Lanczos steps and trace products of the loss-surface section within
-    ``share`` seconds. A curvature product runs every batch (:data:`LOSS_BATCHES`) and costs
-    about :data:`PRODUCT_PASSES` passes of its samples plus as many per-pass overheads
-    (measured on ResNets: a double backward through convolutions and batchnorm); Lanczos runs
-    on all samples and again on each batch (the interval). Past the share at the fewest
-    samples, steps and products shrink together (to at least :data:`LOSS_MIN_STEPS` and
-    :data:`LOSS_MIN_PROBES`)."""
+def _jacobian_plan(settings: Any, c: float, n_jacobian: int, coupled: bool
+                   ) -> tuple[int, int, int]:
+    """Samples, Lanczos steps and layers (the output included) of the Jacobian section
+    within its share. Without batch statistics the samples are cut first (to at least 4);
+    with them the batch is kept (the norms depend on its size) and the steps are cut to
+    :data:`MIN_ITERATIONS`, then the layers to :data:`MIN_JACOBIAN_POSITIONS`."""
+    share = SHARES["jacobian"] * settings.budget
+    iterations, positions = settings.power_iterations, max(1, n_jacobian)
+    per_sample = positions * iterations * LANCZOS_STEP_PASSES * c
+    if coupled:
+        jacobian = settings.jacobian_samples
+    else:
+        jacobian = int(min(settings.jacobian_samples, max(4, share / per_sample)))
+    if jacobian * per_sample > share:  # fewer iterations, then
+        iterations = max(MIN_ITERATIONS, int(iterations * share / (jacobian * per_sample)))
+    at_least = jacobian * positions * iterations * LANCZOS_STEP_PASSES * c
+    if coupled and at_least > share:  # fewer layers, then
+        positions = min(positions, max(MIN_JACOBIAN_POSITIONS,
+                                       int(positions * share / at_least)))
+    return jacobian, iterations, positions
+
+
+def _loss_plan(settings: Any, cost: Cost, share: float) -> dict[str, Any]:
+    """Samples, Lanczos steps, trace products, slice points and whether each batch gets its
+    own top eigenvalue (the interval over batches), within ``share`` seconds. A curvature
+    product runs every batch (:data:`LOSS_BATCHES`) and costs about :data:`PRODUCT_PASSES`
+    passes of its samples plus as many per-pass overheads (measured on ResNets: a double
+    backward through convolutions and batchnorm); Lanczos runs on all samples and, for the
+    interval, again on each batch. Past the share at the fewest samples (:data:`LOSS_MIN_SAMPLES`),
+    steps and products shrink together (to at least :data:`LOSS_MIN_STEPS` and
+    :data:`LOSS_MIN_PROBES`); past it still, the per-batch runs go (the top eigenvalue of all
+    samples stays), then the slice shrinks to :data:`LOSS_MIN_POINTS` points."""
     steps, probes = settings.hessian_steps, settings.hessian_probes
+    points, per_batch = settings.landscape_steps, True
     overhead = max(cost.per_sample - cost.marginal_per_sample, 0.0) * TIMING_SAMPLES
-    passes = (2 * steps + probes) * PRODUCT_PASSES + settings.landscape_steps
-    fixed, per_sample = passes * LOSS_BATCHES * overhead, passes * cost.marginal_per_sample
-    fewest = fixed + LOSS_MIN_SAMPLES * per_sample
-    if fewest > share:
-        shrink = share / fewest
-        steps = max(LOSS_MIN_STEPS, int(steps * shrink))
-        probes = max(LOSS_MIN_PROBES, int(probes * shrink))
-        return {"loss_samples": LOSS_MIN_SAMPLES, "hessian_steps": steps,
-                "hessian_probes": probes}
-    more = int((share - fewest) / max(per_sample, 1e-12))
-    return {"loss_samples": int(min(settings.loss_samples, LOSS_MIN_SAMPLES + more)),
-            "hessian_steps": steps, "hessian_probes": probes}
+
+    def seconds(samples: int) -> float:
+        passes = ((2 if per_batch else 1) * steps + probes) * PRODUCT_PASSES + points
+        return passes * (LOSS_BATCHES * overhead + samples * cost.marginal_per_sample)
+
+    fewest = seconds(LOSS_MIN_SAMPLES)
+    if fewest <= share:
+        more = int((share - fewest) / max(seconds(1) - seconds(0), 1e-12))
+        return {"loss_samples": int(min(settings.loss_samples, LOSS_MIN_SAMPLES + more)),
+                "hessian_steps": steps, "hessian_probes": probes,
+                "hessian_per_batch": per_batch, "landscape_steps": points}
+    unit = fewest / (((2 if per_batch else 1) * steps + probes) * PRODUCT_PASSES + points)
+    shrink = max(share / unit - points, 0.0) / (fewest / unit - points)  # the products' part
+    steps = max(LOSS_MIN_STEPS, int(steps * shrink))
+    probes = max(LOSS_MIN_PROBES, int(probes * shrink))
+    if seconds(LOSS_MIN_SAMPLES) > share:
+        per_batch = False
+    if seconds(LOSS_MIN_SAMPLES) > share:
+        points = min(points, LOSS_MIN_POINTS)
+    return {"loss_samples": LOSS_MIN_SAMPLES, "hessian_steps": steps, "hessian_probes": probes,
+            "hessian_per_batch": per_batch, "landscape_steps": points}

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite, short
+from nngauge._internal.sites import evenly_thinned
 from nngauge.errors import NNGaugeError
 from nngauge.measures.expressivity._trajectory import trajectory_length
 from nngauge.measures.expressivity._transitions import transitions
@@ -123,7 +124,10 @@ def _jacobian_section(ctx: Context) -> SectionOutput:
     from nngauge import jacobian_norm
 
     s = ctx.settings
-    result = jacobian_norm(ctx.model, ctx.data, ord="op", rms=True, layers=ctx.jacobian_layers,
+    layers = ctx.jacobian_layers
+    if s.jacobian_positions is not None:  # the output is measured besides the layers
+        layers = evenly_thinned(layers, s.jacobian_positions - 1)
+    result = jacobian_norm(ctx.model, ctx.data, ord="op", rms=True, layers=layers,
                            batch_size=s.jacobian_samples, n_batches=1, n_iter=s.power_iterations,
                            tol=s.jacobian_tol, generator=ctx.generator(), **s.options)
     ctx.results["jacobian"] = result

@@ -147,7 +147,7 @@ class HessianResult(MeasureResult):
         converged: every residual <= tol * max |Ritz value|.
         lanczos_steps: Lanczos steps taken for the top-k (one product each).
         batch_eigenvalues_mean: the mean over data batches of each batch's own top-k
-            eigenvalues (None with one batch).
+            eigenvalues (None with one batch or ``per_batch=False``).
         eigenvalues_ci: the 95% t-interval (low, high) of that mean, per eigenvalue.
         trace: tr(H) (None with ``trace=False``).
         trace_stderr: its standard error over probes (0 when exact: n_probes >= 3 n).
@@ -162,7 +162,8 @@ class HessianResult(MeasureResult):
             (empty unless ``per_layer=True``).
         settings: the options used.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
-        batch_eigenvalues: (n_batches, k) each batch's top-k (not in to_dict).
+        batch_eigenvalues: (n_batches, k) each batch's top-k (not in to_dict; no rows with
+            one batch or ``per_batch=False``).
         eigenvectors: with ``return_eigenvectors=True``, one dict parameter name -> tensor
             (the parameter's shape) per eigenvalue, unit norm over all parameters together
             (not in to_dict).
@@ -210,7 +211,8 @@ class HessianResult(MeasureResult):
 
 
 @constrained(loss=Either((Choice(*LOSSES), CALLABLE)), top_k=Integer(1), trace=Flag(),
-             density=Flag(), per_layer=Flag(), kind=Choice.literal(Kind), n_probes=Integer(3),
+             density=Flag(), per_layer=Flag(), per_batch=Flag(), kind=Choice.literal(Kind),
+             n_probes=Integer(3),
              trace_method=Choice.literal(TraceMethod), lanczos_steps=Integer(1),
              tol=Real(0, 1, open=True), density_probes=Integer(1), return_eigenvectors=Flag())
 def hessian(
@@ -223,6 +225,7 @@ def hessian(
     trace: bool = True,
     density: bool = False,
     per_layer: bool = False,
+    per_batch: bool = True,
     kind: Kind = "hessian",
     batch_size: int = 256,
     n_batches: Optional[int] = None,
@@ -260,6 +263,9 @@ def hessian(
         trace: estimate tr(H).
         density: estimate the spectral density.
         per_layer: also the top eigenvalue and trace of each module's diagonal block.
+        per_batch: also each batch's own top-k and their 95% interval over batches (with two
+            batches or more; a Lanczos run per batch, which costs as much as the top-k of
+            all the data).
         kind: "hessian" (default: the loss's own curvature, negative directions included) or
             "ggn" (generalized Gauss-Newton: positive semi-definite for convex losses).
         batch_size: samples per batch (the unit of the per-batch intervals and of memory).
@@ -335,16 +341,18 @@ def hessian(
                           "operations (e.g. nn.Hardsigmoid by relu6(x + 3) / 6; its second "
                           "derivative is zero almost everywhere)") from exc
         estimate = estimate_trace(op, n_probes, generator, trace_method) if trace else None
-        per_batch = _per_batch(op, top_k, lanczos_steps, tol, generator)
+        batch_values = (_per_batch(op, top_k, lanczos_steps, tol, generator) if per_batch
+                        else np.empty((0, top_k)))
         spectrum = (HessianDensity(*slq(op, density_probes, lanczos_steps, generator),
                                    n_params=n) if density else None)
         layers = (_layer_rows(op, n_probes, trace_method, lanczos_steps, tol, generator, trace)
                   if per_layer else ())
         vectors = (tuple(_as_parameters(op, u) for u in top.vectors)
                    if return_eigenvectors else None)
-    mean, ci = _over_batches(per_batch)
+    mean, ci = _over_batches(batch_values)
     settings = {"loss": loss_name, "kind": kind, "top_k": top_k, "trace": trace,
-                "density": density, "per_layer": per_layer, "batch_size": batch_size,
+                "density": density, "per_layer": per_layer, "per_batch": per_batch,
+                "batch_size": batch_size,
                 "n_batches": n_batches, "n_probes": n_probes, "trace_method": trace_method,
                 "lanczos_steps": lanczos_steps,
                 "tol": tol, "density_probes": density_probes if density else None,
@@ -360,7 +368,7 @@ def hessian(
         n_samples=sum(len(y) for _, y in batches), n_batches=len(batches),
         batch_size=batch_size, n_params=n, n_products=op.products, kind=kind, loss=loss_name,
         density=spectrum, layers=layers, settings=settings, mode=adapter.mode,
-        batch_eigenvalues=per_batch, eigenvectors=vectors)
+        batch_eigenvalues=batch_values, eigenvectors=vectors)
 
 
 # ----------------------------------------------------------------------------------- pieces
