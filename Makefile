@@ -44,8 +44,9 @@ test: install-test
 	@echo "==> running the test suite in $(TEST_WORKERS) processes (about 8 minutes on 2 cores)"
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# every benchmark, one table in benchmarks/RESULTS.md (peers: see benchmarks/README.md)
 bench: install-test
-	$(PY) benchmarks/bench_kernels.py
+	$(PY) benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

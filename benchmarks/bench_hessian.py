@@ -28,8 +28,10 @@ by a few outliers, where Hutch++'s deflation pays.
    < 1e-3, at most 100 products) and ``trace()`` (Hutchinson, relative change < 1e-3, at most
    100 products). Other algorithms, so its products and accuracy differ; printed for scale.
 
-All warm (one untimed run each first), interleaved, ``--repeats`` rounds, medians printed with
-the load average; ratio = baseline / nngauge.
+All warm (one untimed run each first), interleaved, ``--repeats`` (>= 3) rounds, medians
+printed with the load average before and after the timed rounds; ratio = baseline / nngauge.
+With ``NNGAUGE_BENCH_ROWS`` set (``make bench``), each printed ratio is recorded as a row of
+benchmarks/RESULTS.md (benchmarks/_rows.py).
 
     python benchmarks/bench_hessian.py [--repeats 3] [--probes 90] [--tol 1e-4] [--threads N]
     python benchmarks/bench_hessian.py --trained      # a trained network's Hessian
@@ -40,15 +42,16 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.metadata
 import importlib.util
 import math
-import os
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
+import _rows  # this folder's scripts share it (the script's directory is on sys.path)
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.curvature import (CurvatureOperator, estimate_trace, functional_model,
                                          lanczos)
@@ -136,7 +139,7 @@ def train(model, x, y, steps: int = 300, lr: float = 0.05) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=_rows.repeats, default=3)
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--probes", type=int, default=90)
     parser.add_argument("--tol", type=float, default=1e-4)
@@ -203,6 +206,8 @@ def main() -> None:
 
     runs = {"baseline": [], "engine": [], "hessian": [], "pyhessian": [], "recipe": []}
     for round_ in range(args.repeats + 1):  # round 0 warms up, untimed
+        if round_ == 1:
+            load_before = _rows.load()
         base = estimators(DoubleBackward)
         ours = estimators(engine)
         full = end_to_end()
@@ -214,9 +219,17 @@ def main() -> None:
             runs["hessian"].append(full)
             runs["recipe"].append(recipe)
             runs["pyhessian"].append(other)
-    load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (after the runs), "
+    load_after = _rows.load()
+    print(f"load average {load_before:.2f} before the timed rounds, {load_after:.2f} after, "
           f"{args.repeats} timed rounds, medians:")
+    setting = (f"MLP 784-256-256-10 ({n:,} parameters, "
+               f"{'trained' if args.trained else 'at init'}), {args.samples} samples, float32, "
+               "cross-entropy")
+    loop = "per-vector double-backward loop (torch.autograd.grad)"
+
+    def record(measure, ours_s, baseline, baseline_s, detail=""):
+        _rows.record(measure, ours_s=ours_s, baseline=baseline, baseline_s=baseline_s,
+                     setting=setting + detail, load_before=load_before, load_after=load_after)
 
     def median(key, index):
         return statistics.median(r[0][index] for r in runs[key])
@@ -227,29 +240,44 @@ def main() -> None:
         b, e = median("baseline", index), median("engine", index)
         print(f"{label:26s} baseline {b:7.2f} s   nngauge engine {e:7.2f} s   "
               f"baseline / nngauge {b / e:5.2f}x")
+        record(f"Hessian {label}, curvature engine", e, f"the same estimator on a {loop}", b,
+               f"; Lanczos tol {args.tol}" if index == 0 else f"; {args.probes} products")
     print(f"  values: lambda_max baseline {value:.6f} ({steps} steps), nngauge {value_e:.6f} "
           f"({steps_e} steps); trace baseline {trace_b:.4f} ({method}), nngauge {trace_e:.4f}")
-    total_b = median("baseline", 0) + median("baseline", 1)
+    total_b = statistics.median(sum(r[0]) for r in runs["baseline"])
     t_full = statistics.median(r[0] for r in runs["hessian"])
     r = runs["hessian"][-1][1]
     print(f"hessian() end to end      {t_full:7.2f} s   (baseline estimators {total_b:.2f} s, "
           f"ratio {total_b / t_full:.2f}x): lambda_max {r.eigenvalues[0]:.6f}, residual "
           f"{r.residuals[0]:.2e}, trace {r.trace:.4f} +- {r.trace_stderr:.4f} ({r.trace_method}), "
           f"{r.n_products} products")
+    record("hessian(top_k=1, trace=True) end to end", t_full,
+           f"the same estimators on a {loop}", total_b,
+           f"; Lanczos tol {args.tol}, trace {args.probes} products")
     (top, trace) = runs["recipe"][-1][1]
     recipe_top, recipe_trace = median("recipe", 0), median("recipe", 1)
+    recipe_total = statistics.median(sum(r[0]) for r in runs["recipe"])
     print(f"power iteration + Hutchinson (per-vector loop) to hessian()'s accuracy: "
           f"lambda_max {recipe_top:.2f} s ({top[1]} products{'' if top[2] else ', NOT reached'}"
           f"), trace {recipe_trace:.2f} s ({trace[1]} products"
           f"{'' if trace[2] else ', NOT reached: the ratio is a lower bound'}); "
-          f"recipe / hessian() {(recipe_top + recipe_trace) / t_full:.2f}x "
+          f"recipe / hessian() {recipe_total / t_full:.2f}x "
           f"(values {top[0]:.6f}, {trace[0]:.4f})")
+    reached = top[2] and trace[2]
+    record("hessian(top_k=1, trace=True) end to end", t_full,
+           f"power iteration + Hutchinson on a {loop}, to hessian()'s accuracy"
+           + ("" if reached else f" (NOT reached in {args.max_products} products: a lower "
+              "bound)"), recipe_total)
     if peers:
         t_peer = statistics.median(p[0] for p in runs["pyhessian"])
         top, tr, count = runs["pyhessian"][-1][1]
         print(f"PyHessian                 {t_peer:7.2f} s   (PyHessian / hessian() "
               f"{t_peer / t_full:.2f}x): lambda_max {top:.6f} (power iteration), trace "
               f"{tr:.4f} (Hutchinson, {count} products)")
+        record("hessian(top_k=1, trace=True) end to end", t_full,
+               f"PyHessian {importlib.metadata.version('PyHessian')} eigenvalues(top_n=1) + "
+               "trace() (power iteration and Hutchinson to "
+               "relative change 1e-3: other algorithms and accuracy)", t_peer)
 
 
 if __name__ == "__main__":

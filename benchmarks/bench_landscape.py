@@ -10,9 +10,11 @@ Landscape of Neural Nets", NeurIPS 2018).
 2. loss_landscape(): the same directions (passed as given directions), chunks of grid points
    evaluated by one vmapped functional_call each (no copies of the module).
 
-Both are warmed first (a small grid each), then timed interleaved, --repeats times; prints the
-load average, the median wall times, the ratio loop / batched (target >= 5x) and the largest
-difference between the two grids.
+Both are warmed first (one untimed call each), then timed interleaved, --repeats (>= 3) times;
+prints the load average before and after the timed runs, the median wall times, the ratio
+loop / batched (target >= 5x) and the largest difference between the two grids. With
+``NNGAUGE_BENCH_ROWS`` set (``make bench``), the ratio is recorded as a row of
+benchmarks/RESULTS.md (benchmarks/_rows.py).
 
 Every grid point costs one forward pass over the data either way; batching removes the
 per-point copy, load and call overhead. With 1,000 points the forward pass dominates (on 2 CPU
@@ -27,14 +29,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
-import statistics
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+import _rows  # this folder's scripts share it (the script's directory is on sys.path)
 from nngauge.data import waveform_noise
 from nngauge.measures.curvature._landscape import loss_landscape
 from nngauge.nn import mlp
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=31)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=_rows.repeats, default=3)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     if args.threads:
@@ -73,8 +73,7 @@ def main() -> None:
     n_params = sum(p.numel() for p in model.parameters())
     steps = (args.steps, args.steps)
     print(f"MLP 40-{args.width}-{args.width}-3 ({n_params:,} parameters), {args.n} points, "
-          f"grid {steps[0]} x {steps[1]}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"grid {steps[0]} x {steps[1]}, {torch.get_num_threads()} threads")
 
     reference = loss_landscape(model, (x, y), steps=steps, generator=torch.Generator()
                                .manual_seed(1))
@@ -86,26 +85,22 @@ def main() -> None:
     def looped():
         return loop_over_copies(model, directions, reference.coordinates, x, y)
 
-    # warm both paths on a small grid
-    loss_landscape(model, (x, y), directions=directions, steps=(3, 3))
-    loop_over_copies(model, directions, (np.zeros(3), np.zeros(3)), x, y)
-
-    times = {"loop": [], "batched": []}
-    results = {}
-    for _ in range(args.repeats):
-        for label, run in (("loop", looped), ("batched", batched)):
-            start = time.perf_counter()
-            results[label] = run()
-            times[label].append(time.perf_counter() - start)
-    t_loop, t_batched = (statistics.median(times[k]) for k in ("loop", "batched"))
-    diff = float(np.abs(results["loop"] - results["batched"]).max())
-    print(f"loop over copies      : {t_loop:8.2f} s (median of {args.repeats}: "
-          f"{', '.join(f'{t:.2f}' for t in times['loop'])})")
-    print(f"loss_landscape (vmap) : {t_batched:8.2f} s (median of {args.repeats}: "
-          f"{', '.join(f'{t:.2f}' for t in times['batched'])}), chunk size "
+    timed, (load_before, load_after) = _rows.interleaved(
+        {"loop": looped, "batched": batched}, args.repeats)
+    (t_loop, loop_losses), (t_batched, batched_losses) = timed["loop"], timed["batched"]
+    diff = float(np.abs(loop_losses - batched_losses).max())
+    print(f"loop over copies      : {t_loop:8.2f} s (median of {args.repeats})")
+    print(f"loss_landscape (vmap) : {t_batched:8.2f} s (median of {args.repeats}), chunk size "
           f"{reference.settings['chunk_size']}")
     print(f"loop / batched {t_loop / t_batched:6.2f}x (target >= 5x); max |difference| "
-          f"{diff:.2e}; load average now {os.getloadavg()[0]:.2f}")
+          f"{diff:.2e}; load average {load_before:.2f} before the timed runs, {load_after:.2f} "
+          "after")
+    _rows.record(f"loss landscape, {steps[0]} x {steps[1]} grid (loss_landscape, vmap)",
+                 ours_s=t_batched, baseline="a loop over deep copies with the perturbed weights "
+                 "loaded", baseline_s=t_loop, goal=5.0,
+                 setting=f"MLP 40-{args.width}-{args.width}-3 ({n_params:,} parameters), "
+                         f"{args.n} waveform-noise points; max |difference| {diff:.1e}",
+                 load_before=load_before, load_after=load_after)
 
 
 if __name__ == "__main__":

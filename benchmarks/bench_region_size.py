@@ -5,8 +5,10 @@ values of k per random direction. A batchnorm network in train mode couples its 
 values of k cannot be stacked into one batch; the walk maps chunks of them with ``vmap``, each
 k's batch normalized by its own statistics. The baseline is the previous walk, one forward
 pass per k, kept only here. Both run warm (one untimed call each first), interleaved A, B,
-A, B, on one thread, on the same walk (same data, direction and grid); the ratio is of
-medians, printed with the load average.
+A, B, ``--repeats`` (>= 3) times, on one thread, on the same walk (same data, direction and
+grid); the ratio is of medians, printed with the load average before and after the timed runs,
+and with ``NNGAUGE_BENCH_ROWS`` set (``make bench``) recorded as a row of
+benchmarks/RESULTS.md (benchmarks/_rows.py).
 
     python benchmarks/bench_region_size.py [--depth 30] [--width 16] [--repeats 5]
 """
@@ -14,12 +16,10 @@ medians, printed with the load average.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import time
 
 import torch
 
+import _rows  # this folder's scripts share it (the script's directory is on sys.path)
 from nngauge._internal.adapter import ModelAdapter
 from nngauge.data import waveform_noise
 from nngauge.measures.propagation._region_size import _forward_along, k_grid
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--depth", type=int, default=30)
     parser.add_argument("--width", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=_rows.repeats, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
     x, _ = waveform_noise(100)
@@ -48,19 +48,21 @@ def main() -> None:
     with adapter.active(data=x):
         sides = {"one pass per k": lambda: one_pass_per_k(adapter, x, step, ks),
                  "vmap over k": lambda: _forward_along(adapter, x, x, step, ks, True)}
-        outputs = {name: run() for name, run in sides.items()}  # warm, and the same numbers
-        difference = max(float((a - b).abs().max()) for a, b in zip(*outputs.values()))
-        times = {name: [] for name in sides}
-        for _ in range(args.repeats):
-            for name, run in sides.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-    old, new = (statistics.median(times[name]) for name in sides)
+        timed, (load_before, load_after) = _rows.interleaved(sides, args.repeats)
+    (old, old_out), (new, new_out) = timed["one pass per k"], timed["vmap over k"]
+    difference = max(float((a - b).abs().max()) for a, b in zip(old_out, new_out))
     print(f"mlp depth {args.depth}, width {args.width}, batchnorm (train), 100 points, "
           f"{len(ks) + 1} values of k, one thread, median of {args.repeats}")
     print(f"one pass per k {old:.3f} s, vmap over k {new:.3f} s: ratio {old / new:.2f}x, "
-          f"load {os.getloadavg()[0]:.2f}, largest output difference {difference:.1e}")
+          f"load {load_before:.2f} before, {load_after:.2f} after, largest output difference "
+          f"{difference:.1e}")
+    _rows.record("region-size walk f(X + k step), batchnorm in train mode (vmap over k)",
+                 ours_s=new, baseline="one forward pass per k (the previous walk)",
+                 baseline_s=old, threads=1,
+                 setting=f"mlp depth {args.depth}, width {args.width}, batchnorm (train), 100 "
+                         f"waveform-noise points, {len(ks) + 1} values of k; largest output "
+                         f"difference {difference:.1e}",
+                 load_before=load_before, load_after=load_after)
 
 
 if __name__ == "__main__":

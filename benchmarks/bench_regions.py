@@ -7,8 +7,8 @@ std 0.2), float64, on the default box (-0.5, 1.5) x (-0.5, 1.5) of a plane's coo
 networks: (d_in 2, width 64, depth 4) on the plane whose box is the square [-1, 1]^2 of the
 input space (x0 = (-1/2, -1/2), directions e1, e2), and (d_in 784, width 256, depth 3) on the
 plane through three Gaussian inputs of norm sqrt(784) (drawn after the network, seed + 1).
-For each, in one run, interleaved, ``--repeats`` times (medians printed, with the load average
-before and after):
+For each, in one run, each warmed by one untimed call, then interleaved, ``--repeats`` (>= 3)
+times (medians printed, with the load average before and after the timed runs):
 
 - exact: ``regions(net, plane)``: regions (= linear regions = distinct activation patterns,
   Theorem 2), edges and vertices of the partition, seconds, regions per second;
@@ -30,6 +30,11 @@ before and after):
 Then a cost-vs-depth table at (d_in 2, width 64), depths 1..6: regions, seconds and regions
 per second of both, and their ratio.
 
+With ``NNGAUGE_BENCH_ROWS`` set (``make bench``), it records (benchmarks/_rows.py) per network
+the time ratios grid / exact and regioncam / exact on the same box (regioncam's partition has
+the same counts when the row says so: then the time ratio is the regions/s ratio), and the
+cost-vs-depth table.
+
 Run:  PYTHONPATH=/tmp/peers python benchmarks/bench_regions.py [--repeats 3] [--threads 1]
       [--grid-budget 40] [--max-depth 6]
 Threads default to 1 (regioncam runs on one; on a busy 2-core machine torch's two threads wait
@@ -41,14 +46,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import time
 from typing import Callable
 
 import torch
 from torch import nn
 
-from bench_transitions import interleaved  # this folder's scripts share it
+import _rows  # this folder's scripts share it (the script's directory is on sys.path)
 from nngauge._internal.patterns import CHUNK_POINTS, PatternHasher
 from nngauge.measures.expressivity._regions import DEFAULT_BOUNDS, regions
 from nngauge.nn import mlp
@@ -136,10 +140,10 @@ def compare(args: argparse.Namespace, d_in: int, width: int, depth: int,
         "grid": lambda: dense_patterns(layers, resolution)}
     if peer:
         runs["regioncam"] = lambda: regioncam_partition(layers)
+    timed, (load_before, load_after) = _rows.interleaved(runs, args.repeats)
     print(f"\nmlp({d_in}, {width}, {depth} hidden, 10), box {DEFAULT_BOUNDS} of the plane "
-          f"through 3 inputs; load average before {os.getloadavg()}")
-    timed = interleaved(runs, args.repeats)
-    print(f"load average after {os.getloadavg()}; medians of {args.repeats} interleaved runs")
+          f"through 3 inputs; load average {load_before:.2f} before the timed runs, "
+          f"{load_after:.2f} after; medians of {args.repeats} interleaved runs (warm)")
     exact_s, exact = timed["exact"]
     rate = exact.n_regions / exact_s
     print(f"exact:     {exact.n_regions:,} regions, {exact.n_edges:,} edges, "
@@ -151,36 +155,65 @@ def compare(args: argparse.Namespace, d_in: int, width: int, depth: int,
                f"over {args.grid_budget:.0f} s")
     print(f"grid:      {resolution} x {resolution} cells, {grid:,} patterns ({verdict}), "
           f"{grid_s:.3f} s; time grid / exact: {grid_s / exact_s:.1f}x")
+    measure = "exact 2-D partition into linear regions (regions)"
+    setting = (f"mlp({d_in}, {width}, {depth} hidden, 10, relu), float64, "
+               f"{'the square [-1, 1]^2' if d_in == 2 else 'plane through 3 Gaussian inputs'}: "
+               f"{exact.n_regions:,} regions")
+    loads = {"load_before": load_before, "load_after": load_after}
+    _rows.record(measure, ours_s=exact_s, baseline=f"dense grid {resolution}^2 cells (finds "
+                 f"{grid:,} of {exact.n_regions:,} regions)", baseline_s=grid_s,
+                 setting=setting, **loads)
     if peer:
         peer_s, (faces, edges, vertices) = timed["regioncam"]
         same = (faces, edges, vertices) == (exact.n_regions, exact.n_edges, exact.n_vertices)
         print(f"regioncam: {faces:,} regions, {edges:,} edges, {vertices:,} vertices (float32; "
               f"{'the same partition counts' if same else 'DIFFERENT counts'}), {peer_s:.3f} s "
               f"-> {faces / peer_s:,.0f} regions/s; nngauge / regioncam regions/s: "
-              f"{rate / (faces / peer_s):.2f}")
+              f"{rate / (faces / peer_s):.2f}; time regioncam / exact {peer_s / exact_s:.2f}x")
+        import regioncam
+        counts = ("the same regions, edges and vertices" if same else
+                  f"{faces:,} regions, {edges:,} edges, {vertices:,} vertices against "
+                  f"nngauge's {exact.n_regions:,}, {exact.n_edges:,}, {exact.n_vertices:,}")
+        _rows.record(measure, ours_s=exact_s, baseline=f"regioncam {regioncam.__version__} "
+                     f"Regioncam (float32, one thread; {counts})", baseline_s=peer_s, goal=0.5,
+                     setting=setting + "; the ratio is of seconds on the same box", **loads)
 
 
 def depth_table(args: argparse.Namespace, peer: bool) -> None:
+    load_before = _rows.load()
     print(f"\ncost vs depth at mlp(2, 64, depth hidden, 10), medians of {args.repeats} "
-          f"interleaved runs; load average before {os.getloadavg()}:")
+          f"interleaved runs (warm); load average before {load_before:.2f}:")
     print(f"{'depth':>5} {'regions':>8} {'exact s':>8} {'regions/s':>10} "
           f"{'regioncam s':>12} {'regions/s':>10} {'ratio':>6}")
+    rows = []
     for depth in range(1, args.max_depth + 1):
         net, p = build(args, 2, 64, depth)
         layers = on_plane(net, p)
         runs: dict[str, Callable[[], object]] = {"exact": lambda: regions(net, p)}
         if peer:
             runs["regioncam"] = lambda: regioncam_partition(layers)
-        timed = interleaved(runs, args.repeats)
+        timed, _ = _rows.interleaved(runs, args.repeats)
         exact_s, exact = timed["exact"]
         line = (f"{depth:>5} {exact.n_regions:>8,} {exact_s:>8.3f} "
                 f"{exact.n_regions / exact_s:>10,.0f}")
+        row = [depth, exact.n_regions, round(exact_s, 4), round(exact.n_regions / exact_s)]
         if peer:
             peer_s, (faces, _, _) = timed["regioncam"]
-            line += (f" {peer_s:>12.3f} {faces / peer_s:>10,.0f} "
-                     f"{exact.n_regions * peer_s / (exact_s * faces):>6.2f}")
+            ratio = exact.n_regions * peer_s / (exact_s * faces)
+            line += f" {peer_s:>12.3f} {faces / peer_s:>10,.0f} {ratio:>6.2f}"
+            row += [faces, round(peer_s, 4), round(faces / peer_s), round(ratio, 3)]
         print(line)
-    print(f"load average after {os.getloadavg()}")
+        rows.append(row)
+    load_after = _rows.load()
+    print(f"load average after {load_after:.2f}")
+    columns = ["depth", "regions", "nngauge s", "nngauge regions/s"]
+    if peer:
+        columns += ["regioncam regions", "regioncam s", "regioncam regions/s",
+                    "ratio of regions/s"]
+    _rows.record_table("regions: cost vs depth on the square [-1, 1]^2", columns, rows,
+                       setting="mlp(2, 64, depth hidden, 10, relu), float64 (regioncam float32),"
+                               f" medians of {args.repeats} warm interleaved runs",
+                       load_before=load_before, load_after=load_after)
 
 
 def main() -> None:
@@ -188,7 +221,7 @@ def main() -> None:
     parser.add_argument("--sigma-w", type=float, default=math.sqrt(2.0))
     parser.add_argument("--bias-std", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=_rows.repeats, default=3)
     parser.add_argument("--grid-budget", type=float, default=40.0,
                         help="seconds a grid may take (the resolution search stops there)")
     parser.add_argument("--max-depth", type=int, default=6)

@@ -3,8 +3,8 @@ sampling and regioncam, on a wide deep ReLU MLP.
 
 Setting: ``nngauge.nn.mlp(d_in, 1000, 10, 10, activation="relu")`` (orthogonal init, biases of
 std ``--bias-std``), float64, a segment between two Gaussian inputs x0, x1 (scaled to norm
-sqrt(d_in)). In one run, interleaved, ``--repeats`` times each (medians printed, with the load
-average before and after):
+sqrt(d_in)). In one run, each warmed by one untimed call, then interleaved, ``--repeats``
+(>= 3) times each (medians printed, with the load average before and after the timed runs):
 
 - exact: ``transitions(net, x0, x1)``: the piecewise-linear engine (every piece carries the
   affine map of every live node at t = 0 and t = 1; each layer is one batched matmul over all
@@ -27,6 +27,9 @@ Then a cost-vs-depth table: for depth 2..``--depth``, the exact method on the su
 count at every depth): the engine's cost grows linearly with depth (each layer is evaluated
 once per piece), where re-running the network's prefix per layer costs depth^2.
 
+With ``NNGAUGE_BENCH_ROWS`` set (``make bench``), it records the time ratios dense / exact and
+regioncam / exact on the same segment (benchmarks/_rows.py) and the cost-vs-depth table.
+
 Run:  python benchmarks/bench_transitions.py [--width 1000] [--depth 10] [--dense 100000]
       [--repeats 3] [--pieces 500] [--threads N]     (--dense 0: no dense baseline)
 On a busy 2-core machine pass --threads 1: with other processes running, torch's two threads
@@ -39,14 +42,13 @@ import argparse
 import importlib.util
 import math
 import os
-import statistics
-import time
 from typing import Callable, Optional
 
 import numpy as np
 import torch
 from torch import nn
 
+import _rows  # this folder's scripts share it (the script's directory is on sys.path)
 from nngauge.activations._torch import ActivationModule
 from nngauge.measures.expressivity._transitions import transitions
 from nngauge.nn import mlp
@@ -112,41 +114,41 @@ def pieces_without_grid_point(pieces: np.ndarray, n: int) -> int:
     return int((~hit).sum())
 
 
-def interleaved(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, tuple]:
-    """name -> (median seconds, last value), the runs taking turns ``repeats`` times."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    values: dict[str, object] = {}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            values[name] = run()
-            times[name].append(time.perf_counter() - start)
-    return {name: (statistics.median(times[name]), values[name]) for name in runs}
-
-
 def depth_table(args: argparse.Namespace) -> None:
     """Seconds of the exact method on the first ``args.pieces`` pieces, per depth, and the
     least-squares line through them."""
     print(f"\ncost vs depth, {args.pieces} pieces at every depth (the sub-segment holding the "
           f"first {args.pieces} pieces of each network's segment), medians of {args.repeats}:")
     print(f"{'depth':>5} {'pieces':>7} {'seconds':>8} {'added by the last layer':>24}")
-    depths, seconds = [], []
+    depths, seconds, rows = [], [], []
+    load_before = _rows.load()
     for depth in range(2, args.depth + 1):
         net, x0, x1 = build(args, depth)
         pieces = transitions(net, x0, x1).pieces
         end = float(pieces[min(args.pieces, len(pieces)) - 1, 1])
         x_end = x0 + end * (x1 - x0)
-        spent, result = interleaved({"exact": lambda: transitions(net, x0, x_end)},
-                                    args.repeats)["exact"]
+        timed, _ = _rows.interleaved({"exact": lambda: transitions(net, x0, x_end)},
+                                     args.repeats)
+        spent, result = timed["exact"]
         added = f"{spent - seconds[-1]:+.3f}" if seconds else ""
         print(f"{depth:>5} {result.n_pieces:>7} {spent:>8.3f} {added:>24}")
         depths.append(depth)
         seconds.append(spent)
+        rows.append([depth, result.n_pieces, round(spent, 4),
+                     round(spent - seconds[-2], 4) if len(seconds) > 1 else ""])
+    load_after = _rows.load()
     slope, intercept = np.polyfit(depths, seconds, 1)
     worst = max(abs(s - intercept - slope * d) for d, s in zip(depths, seconds)) / seconds[-1]
-    print(f"least-squares line: {intercept:.3f} + {slope:.4f} x depth seconds (largest "
-          f"deviation {100 * worst:.0f} % of the deepest's time): linear in depth (re-running "
-          "each layer's prefix would make the added cost grow with depth)")
+    line = (f"least-squares line: {intercept:.3f} + {slope:.4f} x depth seconds (largest "
+            f"deviation {100 * worst:.0f} % of the deepest's time)")
+    print(f"{line}: linear in depth (re-running each layer's prefix would make the added cost "
+          "grow with depth)")
+    _rows.record_table(
+        f"transitions: cost vs depth, the first {args.pieces} pieces of the segment",
+        ["depth", "pieces", "seconds (median)", "added by the last layer (s)"], rows,
+        setting=f"mlp({args.d_in}, {args.width}, depth, 10, relu), float64, medians of "
+                f"{args.repeats} warm runs; {line}",
+        load_before=load_before, load_after=load_after)
 
 
 def report_exact(args: argparse.Namespace, seconds: float, exact) -> float:
@@ -184,7 +186,7 @@ def main() -> None:
     parser.add_argument("--dense", type=int, default=10**5, help="grid points (0: no baseline)")
     parser.add_argument("--chunk", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=_rows.repeats, default=3)
     parser.add_argument("--pieces", type=int, default=500, help="pieces of the depth table")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
@@ -200,13 +202,23 @@ def main() -> None:
         runs["dense"] = lambda: dense_patterns(net, x0, x1, args.dense, args.chunk)
     if importlib.util.find_spec("regioncam") is not None:
         runs["regioncam"] = lambda: regioncam_regions(net, x0, x1)
-    timed = interleaved(runs, args.repeats)
-    print(f"load average after: {os.getloadavg()}; medians of {args.repeats} interleaved runs")
+    timed, (load_before, load_after) = _rows.interleaved(runs, args.repeats)
+    print(f"load average before the timed runs {load_before:.2f}, after {load_after:.2f}; "
+          f"medians of {args.repeats} interleaved runs (after one warm-up call each)")
 
     exact_s, exact = timed["exact"]
     rate = report_exact(args, exact_s, exact)
+    setting = (f"mlp({args.d_in}, {args.width}, {args.depth}, 10, relu), float64, segment "
+               f"between 2 Gaussian inputs: {exact.n_pieces:,} pieces, {exact.n_patterns:,} "
+               "patterns")
+    loads = {"load_before": load_before, "load_after": load_after}
     if "dense" in timed:
-        report_dense(args, *timed["dense"], exact, exact_s)
+        dense_s, found = timed["dense"]
+        report_dense(args, dense_s, found, exact, exact_s)
+        _rows.record("exact linear regions along a segment (transitions)", ours_s=exact_s,
+                     baseline=f"dense sampling, {args.dense:,} points (finds {found:,} of "
+                              f"{exact.n_patterns:,} patterns)",
+                     baseline_s=dense_s, setting=setting, **loads)
     peer: Optional[tuple] = timed.get("regioncam")
     if peer is None:
         print("regioncam: not importable (pip install --target DIR regioncam; PYTHONPATH=DIR)")
@@ -214,7 +226,17 @@ def main() -> None:
         peer_s, regions = peer
         print(f"regioncam: {regions:,} regions (float32), {peer_s:.2f} s -> "
               f"{regions / peer_s:,.0f} regions/s; nngauge / regioncam regions/s: "
-              f"{rate / (regions / peer_s):.2f}")
+              f"{rate / (regions / peer_s):.2f}; time regioncam / exact on the same segment: "
+              f"{peer_s / exact_s:.2f}x")
+        import regioncam
+        same = ("the same pieces" if regions == exact.n_pieces else
+                f"{regions:,} pieces against nngauge's {exact.n_pieces:,}")
+        _rows.record("exact linear regions along a segment (transitions)", ours_s=exact_s,
+                     baseline=f"regioncam {regioncam.__version__} Regioncam1D (float32, one "
+                              f"thread; {same})",
+                     baseline_s=peer_s, goal=0.5,
+                     setting=setting + "; the ratio is of seconds on the same segment",
+                     **loads)
     depth_table(args)
 
 
