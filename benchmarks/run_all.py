@@ -55,9 +55,9 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("kernels", peer="neural-tangents"),
     Benchmark("sharpness", ("--threads", "1")),
-    Benchmark("pac_bayes", ("--threads", "1")),
+    Benchmark("pac_bayes", ("--threads", "1", "--n-samples", "300")),
     Benchmark("jacobian"),
-    Benchmark("nlc", ("--batches", "20")),
+    Benchmark("nlc", ("--batches", "20", "--width", "256", "--threads", "1")),
     Benchmark("hessian", ("--threads", "1")),
     Benchmark("landscape", ("--threads", "1")),
     Benchmark("region_size"),
@@ -179,20 +179,20 @@ def main() -> None:
              "regioncam": _importable("regioncam", args.peers_path),
              "PyHessian": _importable("pyhessian", args.peers_path)}
     rows, tables, runs = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        log_dir = Path(tmp)
-        for bench in chosen:
-            rows_path = log_dir / f"{bench.name}.jsonl"
-            print(f"==> {bench.script.name} {' '.join(bench.args)}", flush=True)
-            code, seconds, log = run(bench, rows_path, args.peer_python, args.peers_path,
-                                     log_dir)
-            records = ([json.loads(line) for line in rows_path.read_text().splitlines()]
-                       if rows_path.exists() else [])
-            rows += [r for r in records if "table" not in r]
-            tables += [r for r in records if "table" in r]
-            tail = log.read_text(errors="replace").splitlines()[-20:]
-            runs.append((bench.name, code, seconds, len(records), tail))
-            print(f"    exit {code}, {seconds:.0f} s, {len(records)} rows", flush=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="nngauge-bench-"))
+    print(f"each benchmark's output: {log_dir}/<name>.log")
+    for bench in chosen:
+        rows_path = log_dir / f"{bench.name}.jsonl"
+        print(f"==> {bench.script.name} {' '.join(bench.args)}", flush=True)
+        code, seconds, log = run(bench, rows_path, args.peer_python, args.peers_path,
+                                 log_dir)
+        records = ([json.loads(line) for line in rows_path.read_text().splitlines()]
+                   if rows_path.exists() else [])
+        rows += [r for r in records if "table" not in r]
+        tables += [r for r in records if "table" in r]
+        tail = log.read_text(errors="replace").splitlines()[-20:]
+        runs.append((bench.name, code, seconds, len(records), tail))
+        print(f"    exit {code}, {seconds:.0f} s, {len(records)} rows", flush=True)
     write_results(args.out, rows, tables, runs, peers, started)
     print(f"wrote {args.out}")
     if any(code != 0 for _, code, *_ in runs):
