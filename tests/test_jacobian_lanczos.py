@@ -8,6 +8,8 @@ from nngauge.measures import jacobian_norm
 from nngauge.nn import mlp
 from nngauge.zoo import groupnorm_cnn, resnet_small
 
+from jacobian_oracle import full_norms
+
 TOL = 1e-8
 
 
@@ -27,29 +29,6 @@ def conv_net():
     model = groupnorm_cnn(2, 3, channels=(4, 8)).double()
     x = torch.randn(3, 2, 6, 6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     return model, x, None
-
-
-def full_norms(model, x, name, coupled):
-    """The exact operator norm of the input -> ``name`` Jacobian: per sample (the diagonal
-    blocks of the batch Jacobian), or of the whole batch when coupled."""
-    module = model if name == "output" else model.get_submodule(name)
-    captured = {}
-    hook = module.register_forward_hook(lambda m, i, o: captured.__setitem__("y", o))
-
-    def f(inputs):
-        model(inputs)
-        return captured["y"]
-
-    try:
-        full = torch.autograd.functional.jacobian(f, x)  # (b, n..., b, m...)
-    finally:
-        hook.remove()
-    b = len(x)
-    full = full.reshape(b, -1, b, x[0].numel())
-    if coupled:
-        return torch.linalg.matrix_norm(full.reshape(b * full.shape[1], -1), ord=2).reshape(1)
-    blocks = full[torch.arange(b), :, torch.arange(b), :]  # (b, n, m)
-    return torch.linalg.matrix_norm(blocks, ord=2)
 
 
 NETS = [pytest.param((batchnorm_mlp, True), id="batchnorm-mlp"),
@@ -118,3 +97,22 @@ def test_warm_start_from_the_top_vector_takes_fewer_steps():
     exact = float(torch.linalg.matrix_norm(weight, 2))
     for run in runs:
         assert float(run.sigma) == pytest.approx(exact, rel=1e-9)
+
+
+def test_restarts_under_a_memory_cap_keep_the_bound():
+    """With room for only MIN_BASIS Lanczos vectors the iteration restarts from its Ritz
+    vector: it still converges, in more products than unrestarted, to the exact norm within
+    its stated bound (never above it)."""
+    weight = torch.randn(60, 200, generator=torch.Generator().manual_seed(5),
+                         dtype=torch.float64)
+    x = torch.randn(1, 200, dtype=torch.float64, requires_grad=True)
+    y = x @ weight.T
+    exact = float(torch.linalg.matrix_norm(weight, 2))
+    runs = [operator_norm_estimate(JacobianProducts(x, y), coupled=False, n_iter=2000,
+                                   tol=1e-9, generator=torch.Generator().manual_seed(0),
+                                   memory=memory)
+            for memory in (2 ** 30, 1)]
+    assert all(run.converged and run.error <= 1e-9 for run in runs)
+    assert runs[1].iterations > runs[0].iterations > 4
+    for run in runs:
+        assert exact * (1 - run.error) - 1e-12 <= float(run.sigma) <= exact * (1 + 1e-12)

@@ -1,7 +1,9 @@
-"""Jacobian machinery over a batch: probes, exact rows and operator norms (Lanczos).
+"""Jacobian machinery over a batch: probes, exact rows and operator norms (exact by forward mode
+over the input basis, or Lanczos).
 
-All functions take an input batch ``x`` (requires_grad) and an output ``y = f(x)`` whose graph
-is kept (``retain_graph=True``), so one forward pass serves any number of backward passes.
+The reverse-mode functions take an input batch ``x`` (requires_grad) and an output
+``y = f(x)`` whose graph is kept (``retain_graph=True``), so one forward pass serves any number
+of backward passes; :func:`exact_operator_norms` reruns the network in forward mode instead.
 For networks that do not couple the samples of a batch, J(X) is block diagonal and every
 per-sample quantity below is that of J(x_i); for batch-coupled networks (batchnorm in train
 mode) they are the rows/columns of the whole-batch Jacobian belonging to sample i.
@@ -10,11 +12,14 @@ mode) they are the rows/columns of the whole-batch Jacobian belonging to sample 
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
+from torch import nn
 
+from nngauge._internal.adapter import mappable_batch_statistics
 from nngauge._internal.probing import gaussian_like
 
 EXACT_CHUNK = 256
@@ -113,15 +118,21 @@ def forward_tangents(run: Callable[[torch.Tensor], dict], x: torch.Tensor, v: to
     forward-mode pass at x in direction v (a tangent is None for a value that does not
     depend on x). Kernels without forward-mode derivatives in oneDNN (LSTM) are avoided by
     retrying with oneDNN off; other missing derivatives raise NotImplementedError."""
+    return _without_onednn(lambda: _dual_pass(run, x, v))
+
+
+def _without_onednn(call: Callable[[], dict]) -> dict:
+    """``call()``, retried with oneDNN off where one of its kernels (LSTM) has no forward-mode
+    derivative."""
     try:
-        return _dual_pass(run, x, v)
+        return call()
     except (NotImplementedError, RuntimeError) as exc:
         if "mkldnn" not in str(exc):
             raise
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # toggling oneDNN (on entry and exit) warns about TF32
         with torch.backends.mkldnn.flags(enabled=False):
-            return _dual_pass(run, x, v)
+            return call()
 
 
 def _dual_pass(run, x, v):
@@ -135,10 +146,156 @@ def _dual_pass(run, x, v):
                 for name, u in unpacked.items()}
 
 
+EXACT_MEMORY = 256 * 2 ** 20
+"""Bytes of Jacobian entries :func:`exact_operator_norms` holds at once (samples are taken in
+chunks to stay within it)."""
+
+
+def exact_jacobian_bytes(x: torch.Tensor, out_numel: int, *, coupled: bool) -> int:
+    """Bytes of the smallest Jacobian block :func:`exact_operator_norms` must hold: every
+    measured output's Jacobian for one sample (out_numel x m), or for the whole batch
+    (b out_numel x b m) when ``coupled``."""
+    per_sample = out_numel * x[0].numel() * x.element_size()
+    return per_sample * len(x) ** 2 if coupled else per_sample
+
+
+def exact_operator_norms(run: Callable[[torch.Tensor, torch.Tensor], dict], x: torch.Tensor,
+                         *, coupled: bool, out_numel: int, model: Optional[nn.Module] = None,
+                         memory: int = EXACT_MEMORY) -> dict[str, torch.Tensor]:
+    """Exact largest singular values of the Jacobians J_l = d y_l / dx of every output y_l that
+    ``run`` returns, all from one batched forward-mode pass over the input basis.
+
+    All J_l map from the same input, so the m tangents e_1..e_m (m = x[0].numel()) give every
+    J_l's columns at once: the cost is that of m forward passes whatever the depth (Lanczos
+    needs a J v and a J^T w product through the network's prefix per step and layer).
+    ||J_l||_2 = sqrt(lambda_max(G)) with G = J_l^T J_l or J_l J_l^T, whichever is smaller,
+    by a symmetric eigensolver in float64 (exact up to rounding; error 0 is reported).
+
+    The tangents are mapped with ``torch.func.vmap`` over ``torch.func.jvp`` (the primal pass
+    runs once, not once per tangent). Per-sample networks: tangent j is e_j in every sample
+    of a chunk (the Jacobian is block diagonal), chunks keeping m x chunk x out_numel
+    entries within ``memory``; where the model cannot be mapped, each chunk is repeated m
+    times along the batch instead, copy j carrying e_j (one dual forward pass). Batch-coupled
+    networks (batchnorm in train mode): the whole batch's Jacobian J(X) (b n_l x b m) from
+    its b m basis tangents (batch statistics recomputed per tangent, no running buffers
+    touched).
+
+    Args:
+        run: (inputs shaped like x or a repetition of its rows, rows: the index (len(inputs),)
+            of the batch sample each input row is) -> {name: output (len(inputs), ...)}; a
+            None value (a layer the pass did not reach) is left out.
+        x: the batch (b, ...); out_numel: sum over the outputs of their numel per sample.
+        model: the network ``run`` calls (coupled: its batchnorm buffers are set aside).
+
+    Returns:
+        {name: float64 (b,)} per sample, or (1,) for the whole batch when ``coupled``.
+
+    Raises:
+        NotImplementedError: the transformed pass failed where the plain one ran: an
+            operation without a forward-mode derivative or (coupled) a ``torch.func`` rule,
+            or a model that refuses the repeated batch; callers fall back to Lanczos.
+    """
+    x = x.detach()
+    try:
+        if coupled:
+            jacobians = _batch_jacobians(run, x, model, out_numel, memory)
+            return {name: _top_singular(j[None]) for name, j in jacobians.items()}
+        return _per_sample_norms(run, x, out_numel, memory)
+    except (RuntimeError, ValueError) as exc:  # also nngauge's errors chained from one
+        cause = exc if exc.__cause__ is None else exc.__cause__
+        if not isinstance(cause, RuntimeError) or isinstance(cause, torch.OutOfMemoryError):
+            raise
+        raise NotImplementedError(str(cause)) from exc
+
+
+def _per_sample_norms(run, x: torch.Tensor, out_numel: int, memory: int
+                      ) -> dict[str, torch.Tensor]:
+    """{name: ||J_l(x_i)||_2 (b,)} of a per-sample network, a chunk of samples at a time."""
+    m = x[0].numel()
+    chunk = max(1, memory // max(1, exact_jacobian_bytes(x, out_numel, coupled=False)))
+    basis = torch.eye(m, dtype=x.dtype, device=x.device)
+    norms: dict[str, list[torch.Tensor]] = {}
+    mapped = True
+    for start in range(0, len(x), chunk):
+        rows = torch.arange(start, min(start + chunk, len(x)), device=x.device)
+        tangents = basis[:, None, :].expand(m, len(rows), m).reshape(m, len(rows), *x.shape[1:])
+        if mapped:
+            try:
+                outputs = _mapped_tangents(run, x[rows], rows, tangents)
+            except (RuntimeError, ValueError, NotImplementedError):
+                mapped = False  # e.g. an autograd.Function without vmap support
+        if not mapped:
+            outputs = _repeated_tangents(run, x[rows], rows, tangents)
+        for name, tangent in outputs.items():  # (m, c, ...)
+            jac = tangent.reshape(m, len(rows), -1).permute(1, 2, 0)  # (c, n_l, m)
+            norms.setdefault(name, []).append(_top_singular(jac))
+    return {name: torch.cat(parts) for name, parts in norms.items()}
+
+
+def _mapped_tangents(run, x: torch.Tensor, rows: torch.Tensor, tangents: torch.Tensor,
+                     model: Optional[nn.Module] = None) -> dict[str, torch.Tensor]:
+    """{name: J v for each v of ``tangents`` (k, *x.shape)}, (k, ...), by vmap over jvp."""
+    def tangent_outputs(v):
+        return torch.func.jvp(lambda t: _present(run(t, rows)), (x,), (v,))[1]
+
+    with torch.no_grad(), (nullcontext() if model is None else mappable_batch_statistics(model)):
+        return _without_onednn(lambda: torch.func.vmap(tangent_outputs)(tangents))
+
+
+def _repeated_tangents(run, x: torch.Tensor, rows: torch.Tensor, tangents: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+    """As :func:`_mapped_tangents` for a per-sample network, by one dual pass over x repeated
+    k times (copy j carrying tangents[j])."""
+    k = len(tangents)
+    with torch.no_grad():
+        outputs = forward_tangents(lambda t: run(t, rows.repeat(k)),
+                                   x.repeat(k, *(1,) * (x.dim() - 1)),
+                                   tangents.reshape(k * len(x), *x.shape[1:]))
+    return {name: (torch.zeros_like(value) if tangent is None else tangent
+                   ).reshape(k, len(x), *value.shape[1:])
+            for name, (value, tangent) in outputs.items()}
+
+
+def _batch_jacobians(run, x: torch.Tensor, model: Optional[nn.Module], out_numel: int,
+                     memory: int) -> dict[str, torch.Tensor]:
+    """The whole-batch Jacobians J(X) (b n_l, b m) of a batch-coupled network, by vmap over
+    chunks of the basis tangents of the batch's input (b m of them)."""
+    total = x.numel()
+    chunk = max(1, memory // max(1, out_numel * len(x) * x.element_size()))
+    rows = torch.arange(len(x), device=x.device)
+    columns: dict[str, list[torch.Tensor]] = {}
+    for start in range(0, total, chunk):
+        index = torch.arange(start, min(start + chunk, total), device=x.device)
+        basis = torch.zeros(len(index), total, dtype=x.dtype, device=x.device)
+        basis[torch.arange(len(index), device=x.device), index] = 1.0
+        outputs = _mapped_tangents(run, x, rows, basis.reshape(len(index), *x.shape), model)
+        for name, tangent in outputs.items():
+            columns.setdefault(name, []).append(tangent.reshape(len(tangent), -1))
+    return {name: torch.cat(parts).T for name, parts in columns.items()}
+
+
+def _present(outputs: dict) -> dict:
+    return {name: value for name, value in outputs.items() if value is not None}
+
+
+def _top_singular(jac: torch.Tensor) -> torch.Tensor:
+    """Largest singular value of each (n, m) matrix of ``jac`` (c, n, m): sqrt of the top
+    eigenvalue of the smaller Gram matrix, in float64 on the CPU; (c,)."""
+    jac = jac.to(torch.float64)
+    gram = jac.mT @ jac if jac.shape[2] <= jac.shape[1] else jac @ jac.mT
+    return torch.linalg.eigvalsh(gram)[:, -1].clamp_min(0).sqrt().cpu()
+
+
 START_NOISE = 0.1
 """Weight of the fresh Gaussian direction added to a warm start (relative to its unit norm):
 it keeps a component along every singular vector, so the iteration still reaches the
 largest singular value where the previous layer's vector is (nearly) orthogonal to it."""
+
+LANCZOS_MEMORY = 512 * 2 ** 20
+"""Bytes the Lanczos basis may take (rows x input size per vector); past it the iteration is
+restarted from its Ritz vectors (see :func:`operator_norm_estimate`)."""
+MIN_BASIS = 4
+"""Fewest Lanczos vectors kept per cycle whatever the memory cap."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +305,7 @@ class NormEstimate:
     Attributes:
         sigma: the estimates, float64 (b,) or (1,) when coupled; each is sqrt of a Ritz value
             of J^T J, hence a lower bound on the largest singular value.
-        iterations: products J^T J q made (one J v and one J^T w each).
+        iterations: products J^T J q made (one J v and one J^T w each), over all cycles.
         error: the largest relative error bound r / theta over the estimates, where r is the
             Lanczos residual ||J^T J z - theta z|| of the Ritz pair (theta, z): a singular value
             of J lies within ``error`` (relative) of each estimate.
@@ -165,7 +322,8 @@ class NormEstimate:
 
 def operator_norm_estimate(products: JacobianProducts, *, coupled: bool, n_iter: int,
                            tol: float, generator: Optional[torch.Generator],
-                           start: Optional[torch.Tensor] = None) -> NormEstimate:
+                           start: Optional[torch.Tensor] = None,
+                           memory: int = LANCZOS_MEMORY) -> NormEstimate:
     """Largest singular values of the per-sample Jacobians J(x_i) (or of the whole-batch J(X)
     when ``coupled``) by the Lanczos method on J^T J with full reorthogonalization, all
     samples at once (each its own Krylov space and tridiagonal matrix T_k), until every
@@ -179,6 +337,13 @@ def operator_norm_estimate(products: JacobianProducts, *, coupled: bool, n_iter:
     (whose rate is (sigma_2 / sigma_1)^2 per product; deep networks have close top singular
     values), so that eigenvalue is the largest.
 
+    The bound needs Q_k orthonormal (z a unit vector, T_k = Q_k^T J^T J Q_k): without
+    reorthogonalization Q_k loses orthogonality as soon as a Ritz value converges, and copies
+    of it ("ghosts") appear; so every vector of the basis is kept. Where the basis would pass
+    ``memory`` bytes, the iteration is restarted from the Ritz vectors z (explicit restart:
+    the new Krylov space contains z, so the estimate never decreases, and each cycle's bound
+    holds as above) until ``n_iter`` products in all.
+
     ``start``: right vectors shaped like x to begin from (with :data:`START_NOISE` of a fresh
     Gaussian direction added), e.g. those of the input -> previous layer Jacobian, which
     shares the input space: J_l = (d y_l / d y_k) J_k. Default: a Gaussian direction.
@@ -189,31 +354,47 @@ def operator_norm_estimate(products: JacobianProducts, *, coupled: bool, n_iter:
     if start is not None:
         q = start.to(x.dtype) + START_NOISE * _unit(q, coupled)
     q = _unit(q, coupled).reshape(rows, -1)
-    basis = [q]
+    kept = max(MIN_BASIS, memory // max(1, q.numel() * q.element_size()))
+    used = 0
+    while True:
+        steps, theta, error, ritz = _lanczos_cycle(products, q, min(kept, n_iter - used), tol)
+        used += steps
+        q = _unit(ritz, False)  # one row per estimate: per sample, or the whole batch
+        if error <= tol or used >= n_iter:
+            break
+    sigma = theta.clamp_min(0).sqrt()
+    return NormEstimate(sigma, used, error, error <= tol, q.reshape(x.shape))
+
+
+def _lanczos_cycle(products: JacobianProducts, q: torch.Tensor, steps: int, tol: float
+                   ) -> tuple[int, torch.Tensor, float, torch.Tensor]:
+    """At most ``steps`` Lanczos steps from the unit rows of q (rows, m): (steps taken, top
+    Ritz values (rows,) float64, largest relative bound, Ritz vectors (rows, m))."""
+    rows, size = q.shape
+    basis = q.new_zeros(steps, rows, size)
+    basis[0] = q
     alphas: list[torch.Tensor] = []
     betas: list[torch.Tensor] = []
-    for step in range(1, n_iter + 1):
-        w = products.vjp(products.jvp(q.reshape(x.shape))).reshape(rows, -1)
+    for step in range(1, steps + 1):
+        w = products.vjp(products.jvp(q.reshape(products.x.shape))).reshape(rows, -1)
         alphas.append((q * w).sum(1))
-        stacked = torch.stack(basis)  # (k, rows, m)
+        stacked = basis[:step]  # (k, rows, m)
         for _ in range(2):  # full reorthogonalization, twice is enough
-            w = w - (stacked * (stacked * w).sum(2, keepdim=True)).sum(0)
+            w = w - torch.einsum("kr,krm->rm", torch.einsum("krm,rm->kr", stacked, w), stacked)
         beta = w.norm(dim=1)
         theta, y = _top_ritz(alphas, betas)
         scale = theta.abs().clamp_min(torch.finfo(torch.float64).tiny)
         residual = beta.to(torch.float64).cpu() * y[:, -1].abs()
         error = float((residual / scale).max())
-        if error <= tol or step == n_iter:
+        if error <= tol or step == steps:
             break
         betas.append(beta)
         exhausted = beta <= torch.finfo(w.dtype).eps * alphas[0].abs().clamp_min(1.0)
         q = torch.where(exhausted[:, None], torch.zeros_like(w),
                         w / beta.clamp_min(torch.finfo(w.dtype).tiny)[:, None])
-        basis.append(q)
-    ritz = (stacked * y.T.to(stacked.dtype).to(stacked.device)[:, :, None]).sum(0)
-    sigma = theta.clamp_min(0).sqrt()
-    return NormEstimate(sigma, step, error, error <= tol,
-                        _unit(ritz.reshape(x.shape), coupled))
+        basis[step] = q
+    ritz = torch.einsum("krm,rk->rm", stacked, y.to(stacked.dtype).to(stacked.device))
+    return step, theta, error, ritz
 
 
 def _top_ritz(alphas: list[torch.Tensor], betas: list[torch.Tensor]
