@@ -193,7 +193,8 @@ def main() -> None:
         tail = log.read_text(errors="replace").splitlines()[-20:]
         runs.append((bench.name, code, seconds, len(records), tail))
         print(f"    exit {code}, {seconds:.0f} s, {len(records)} rows", flush=True)
-    write_results(args.out, rows, tables, runs, peers, started)
+        write_results(args.out, rows, tables, runs, peers, started)  # after each: a stopped
+        # run keeps what it measured
     print(f"wrote {args.out}")
     if any(code != 0 for _, code, *_ in runs):
         sys.exit(1)
