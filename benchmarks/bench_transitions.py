@@ -141,13 +141,15 @@ def depth_table(args: argparse.Namespace) -> None:
     worst = max(abs(s - intercept - slope * d) for d, s in zip(depths, seconds)) / seconds[-1]
     line = (f"least-squares line: {intercept:.3f} + {slope:.4f} x depth seconds (largest "
             f"deviation {100 * worst:.0f} % of the deepest's time)")
-    print(f"{line}: linear in depth (re-running each layer's prefix would make the added cost "
-          "grow with depth)")
+    print(f"{line}. Caveat: each depth is another network, whose first pieces split at "
+          "different layers (deeper networks split later, so their early layers carry fewer "
+          "pieces): the seconds are comparable only as an upper trend, not per layer")
     _rows.record_table(
         f"transitions: cost vs depth, the first {args.pieces} pieces of the segment",
         ["depth", "pieces", "seconds (median)", "added by the last layer (s)"], rows,
         setting=f"mlp({args.d_in}, {args.width}, depth, 10, relu), float64, medians of "
-                f"{args.repeats} warm runs; {line}",
+                f"{args.repeats} warm runs; {line}; each depth is another network whose first "
+                "pieces split at different layers, so the seconds are not a per-layer cost",
         load_before=load_before, load_after=load_after)
 
 

@@ -63,7 +63,7 @@ BENCHMARKS = (
     Benchmark("region_size"),
     Benchmark("region_density", ("--threads", "1")),
     Benchmark("regions", ("--threads", "1")),
-    Benchmark("transitions"),
+    Benchmark("transitions", ("--threads", "1")),
     Benchmark("tracker", ("--threads", "1")),
     Benchmark("report", ("--networks", "resnet18,vit,gpt")),
 )
@@ -136,67 +136,78 @@ def other_table(table: dict) -> list[str]:
     return lines + [""]
 
 
-def write_results(path: Path, rows: list[dict], tables: list[dict], runs: list[tuple],
-                  peers: dict[str, bool], started: str) -> None:
+def write_results(path: Path, runs: dict[str, dict]) -> None:
+    """RESULTS.md from ``runs`` (benchmark name -> its run: when, peers, exit code, seconds,
+    records, output tail), in :data:`BENCHMARKS` order."""
+    ordered = [(b.name, runs[b.name]) for b in BENCHMARKS if b.name in runs]
+    records = [r for _, run_ in ordered for r in run_["records"]]
+    peers = {k: v for _, run_ in ordered for k, v in run_["peers"].items() if v}
     lines = [
         "# Benchmark results", "",
-        f"Written by `make bench` (`python benchmarks/run_all.py`) on {started}.", "",
+        "Written by `make bench` (`python benchmarks/run_all.py`; `--only NAME` reruns some "
+        "benchmarks and keeps the others' rows, each with its date under Runs).", "",
         f"Machine: {machine()}.", "",
-        "Peers: " + ", ".join(f"{k} {'used' if v else 'not installed (its rows are missing)'}"
-                              for k, v in peers.items()) + ".", "",
+        "Peers used: " + (", ".join(peers) or "none") + " (neural-tangents, regioncam and "
+        "PyHessian when installed: benchmarks/README.md).", "",
         "Every speed-up is the baseline's (or peer's) median time over nngauge's, from one run "
         "in which both sides were warm and interleaved (A, B, A, B, ...; medians of >= 3): "
         "above 1, nngauge is faster. The load average is the machine's before and after "
         "the timed runs. Each row's command reproduces it.", "",
-        "## Speed-ups", "", *ratio_table(rows), "",
+        "## Speed-ups", "", *ratio_table([r for r in records if "table" not in r]), "",
     ]
+    tables = [r for r in records if "table" in r]
     if tables:
         lines += ["## Other measurements", ""]
         for table in tables:
             lines += other_table(table)
-    lines += ["## Runs", "", "| benchmark | exit code | seconds | rows |", "|---|---|---|---|"]
-    for name, code, seconds, n_rows, _ in runs:
-        lines.append(f"| {name} | {code} | {seconds:.0f} | {n_rows} |")
-    for name, code, _, _, tail in runs:
-        if code != 0:
-            lines += ["", f"### {name} failed", "", "```", *tail, "```"]
+    lines += ["## Runs", "", "| benchmark | run on | exit code | seconds | rows |",
+              "|---|---|---|---|---|"]
+    for name, run_ in ordered:
+        lines.append(f"| {name} | {run_['started']} | {run_['exit']} | {run_['seconds']:.0f} | "
+                     f"{len(run_['records'])} |")
+    for name, run_ in ordered:
+        if run_["exit"] != 0:
+            lines += ["", f"### {name} failed", "", "```", *run_["tail"], "```"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.with_suffix(".json").write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHMARKS],
-                        help="run these benchmarks only (default: all)")
-    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+                        help="run these benchmarks only, keeping the other rows of --out")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md",
+                        help="the table (its runs are kept beside it, in the .json)")
     parser.add_argument("--peer-python", default=os.environ.get("NNGAUGE_PEER_PYTHON", ""),
                         help="python of an environment with neural-tangents")
     parser.add_argument("--peers-path", default=os.environ.get("NNGAUGE_PEERS_PATH", ""),
                         help="folders (':'-joined) where regioncam and pyhessian import from")
     args = parser.parse_args()
     chosen = [b for b in BENCHMARKS if not args.only or b.name in args.only]
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    kept = args.out.with_suffix(".json")
+    runs = json.loads(kept.read_text()) if args.only and kept.exists() else {}
     peers = {"neural-tangents": bool(args.peer_python),
              "regioncam": _importable("regioncam", args.peers_path),
              "PyHessian": _importable("pyhessian", args.peers_path)}
-    rows, tables, runs = [], [], []
     log_dir = Path(tempfile.mkdtemp(prefix="nngauge-bench-"))
     print(f"each benchmark's output: {log_dir}/<name>.log")
+    failed = False
     for bench in chosen:
         rows_path = log_dir / f"{bench.name}.jsonl"
         print(f"==> {bench.script.name} {' '.join(bench.args)}", flush=True)
+        started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         code, seconds, log = run(bench, rows_path, args.peer_python, args.peers_path,
                                  log_dir)
         records = ([json.loads(line) for line in rows_path.read_text().splitlines()]
                    if rows_path.exists() else [])
-        rows += [r for r in records if "table" not in r]
-        tables += [r for r in records if "table" in r]
-        tail = log.read_text(errors="replace").splitlines()[-20:]
-        runs.append((bench.name, code, seconds, len(records), tail))
+        runs[bench.name] = {"started": started, "exit": code, "seconds": seconds,
+                            "peers": peers, "records": records,
+                            "tail": log.read_text(errors="replace").splitlines()[-20:]}
+        failed |= code != 0
         print(f"    exit {code}, {seconds:.0f} s, {len(records)} rows", flush=True)
-        write_results(args.out, rows, tables, runs, peers, started)  # after each: a stopped
-        # run keeps what it measured
+        write_results(args.out, runs)  # after each: a stopped run keeps what it measured
     print(f"wrote {args.out}")
-    if any(code != 0 for _, code, *_ in runs):
+    if failed:
         sys.exit(1)
 
 

@@ -192,14 +192,18 @@ def test_a_short_budget_drops_the_per_batch_eigenvalues_before_the_lanczos_steps
     tight = _plan._loss_plan(settings, cost, share * 1.0)
     assert tight["hessian_per_batch"] is False and tight["landscape_steps"] == 21
     assert tight["loss_samples"] == _plan.LOSS_MIN_SAMPLES
+    assert tight["loss_batches"] == 1  # no interval, no batch statistics: one batch
+    coupled = _plan._loss_plan(settings, cost, share * 1.0, coupled=True)
+    assert coupled["loss_batches"] == _plan.LOSS_BATCHES  # the batches batchnorm normalizes
     roomy = _plan._loss_plan(settings, cost, 1e6)
     assert roomy["hessian_per_batch"] is True and roomy["landscape_steps"] == 41
     assert roomy["hessian_steps"] == settings.hessian_steps
+    assert roomy["loss_batches"] == _plan.LOSS_BATCHES
     least = dataclasses.replace(settings, hessian_steps=_plan.LOSS_MIN_STEPS,
                                 hessian_probes=_plan.LOSS_MIN_PROBES, landscape_steps=41)
     at_least = _plan._loss_plan(least, cost, 1e6)  # the least work's cost, interval included
     with_interval = ((2 * _plan.LOSS_MIN_STEPS + _plan.LOSS_MIN_PROBES) * _plan.PRODUCT_PASSES
-                     + 41) * (_plan.LOSS_BATCHES * 2e-3 * 16 + 32 * 1e-3)
+                     + 41) * (_plan.LOSS_BATCHES * 2e-3 * 16 + _plan.LOSS_MIN_SAMPLES * 1e-3)
     assert at_least["hessian_per_batch"] is True and at_least["landscape_steps"] == 41
     slightly = _plan._loss_plan(settings, cost, 2 * with_interval)
     assert slightly["hessian_per_batch"] is True and slightly["landscape_steps"] == 41

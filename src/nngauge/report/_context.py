@@ -43,6 +43,8 @@ class ReportSettings:
         hessian_probes: products for the Hessian trace (Hutch++ or Hutchinson).
         landscape_steps: points of the 1-D loss slice.
         hessian_per_batch: also each loss batch's own top eigenvalue (their interval).
+        loss_batches: batches the loss-surface samples are split into (the interval's
+            unit; with batch statistics, the batches normalized together).
         jacobian_positions: layers (the output included) the Jacobian section measures
             (None: every chosen one).
         budget: seconds the sections may spend, split between them (see ``choices``).
@@ -70,6 +72,7 @@ class ReportSettings:
     hessian_probes: int = 30
     landscape_steps: int = 41
     hessian_per_batch: bool = True
+    loss_batches: int = 4
     jacobian_positions: Optional[int] = None
     budget: float = 40.0
     output: Any = None

@@ -23,7 +23,6 @@ from nngauge.report._context import (
     mode_notes,
 )
 from nngauge.report._figures import png_data_uri
-from nngauge.report._plan import LOSS_BATCHES
 
 SPAN = 1.0
 """The slice runs over alpha in [-SPAN, SPAN] in units of the filter-normalized direction
@@ -36,7 +35,7 @@ def loss_section(ctx: Context) -> SectionOutput:
     s = ctx.settings
     batch = _labelled(ctx)
     data = (batch.inputs, batch.labels)
-    size = -(-len(batch.labels) // LOSS_BATCHES)  # the interval is over batches
+    size = -(-len(batch.labels) // s.loss_batches)  # the interval is over batches
     loss = "mse" if batch.labels.is_floating_point() else "cross_entropy"
     notes = [f"the first {len(batch.labels)} labelled samples, {loss} loss"]
     if ctx.coupled:  # batch statistics: the same batches for both
