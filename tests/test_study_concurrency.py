@@ -65,11 +65,22 @@ def write_spec(folder: Path, text: str) -> Path:
     return path
 
 
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C's default disposition, unblocked. A process started
+    with SIGINT ignored keeps it ignored (Python installs its KeyboardInterrupt handler only
+    when SIGINT is not ignored), and the disposition the test process has depends on what ran
+    in it before."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def start_cli(spec: Path, url: str, *args: str) -> subprocess.Popen:
-    """``nngauge study run`` in a new session (so that signals reach it alone)."""
+    """``nngauge study run`` in a new session (so that signals reach it alone), with SIGINT's
+    default disposition."""
     return subprocess.Popen([sys.executable, "-m", "nngauge", "study", "run", str(spec),
                              "--db", url, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_default_sigint)
 
 
 def count(url: str, table) -> int:
@@ -395,7 +406,12 @@ def test_ctrl_c_exits_130_keeping_the_finished_units(tmp_path):
         wait_until(lambda: count(url, units) == 1, 60, "the first unit is written")
         spawned = list(children(driver.pid))
         driver.send_signal(signal.SIGINT)  # the second unit trains for minutes
-        _, err = driver.communicate(timeout=60)
+        try:
+            _, err = driver.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            _, err = driver.communicate()
+            pytest.fail(f"`study run` did not end within 60 s of SIGINT; its stderr:\n{err}")
     finally:
         stop_session(driver)
     assert driver.returncode == 130, err
