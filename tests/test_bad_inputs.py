@@ -1,5 +1,5 @@
 """The bad-input suite, generated from the declarations (the conformance habit): every public
-function declares the range of each option (``nngauge._internal.constraints``), and this suite
+function declares the range of each option (``nngauge._constraints``), and this suite
 feeds each declared constraint every one of its violations, on an otherwise valid call. Each
 call must end in an InvalidInputError that names what was expected, what was got and the fix,
 before any work: no raw exception, no silent value.
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nngauge._internal.constraints import declared
+from nngauge._constraints import declared
 from nngauge.errors import InvalidInputError
 from nngauge.trajectories import line, plane
 

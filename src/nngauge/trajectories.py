@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from nngauge._internal.constraints import Instance, Integer, constrained
+from nngauge._constraints import Instance, Integer, constrained
 from nngauge.errors import invalid
 
 Kind = Literal["line", "arc", "through", "points"]

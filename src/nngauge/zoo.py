@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nngauge._internal.constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
+from nngauge._constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
 from nngauge.errors import UnknownNameError, invalid
 
 __all__ = [

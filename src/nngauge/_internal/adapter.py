@@ -41,7 +41,7 @@ import torch
 from torch import nn
 from torch._C._functorch import is_functorch_wrapped_tensor
 
-from nngauge._internal.constraints import NORM_MODES, NormMode  # noqa: F401  (re-exported)
+from nngauge._constraints import NORM_MODES, NormMode  # noqa: F401  (re-exported)
 from nngauge._internal.data import Batch, as_batches, collect
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.sites import Site, SiteKind, SiteRecorder, discover_sites, resolve_sites

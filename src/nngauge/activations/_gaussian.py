@@ -25,7 +25,7 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 
-from nngauge._internal.constraints import CALLABLE, Array, Check, Instance, Integer, Real, constrained
+from nngauge._constraints import CALLABLE, Array, Check, Instance, Integer, Real, constrained
 
 ArrayFn = Callable[[np.ndarray], np.ndarray]
 

@@ -23,7 +23,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from nngauge._internal.constraints import Check, Instance, Real, constrained
+from nngauge._constraints import Check, Instance, Real, constrained
 from nngauge.activations._base import Activation
 from nngauge.activations._gaussian import expectation
 from nngauge.activations._registry import get

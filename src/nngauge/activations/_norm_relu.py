@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from nngauge._internal.constraints import Real, constrained
+from nngauge._constraints import Real, constrained
 from nngauge.activations._base import Activation
 from nngauge.activations._registry import builtin, get
 from nngauge.errors import invalid

@@ -6,7 +6,7 @@ import inspect
 import re
 from typing import Any, Callable
 
-from nngauge._internal.constraints import Check, Flag, Instance, constrained
+from nngauge._constraints import Check, Flag, Instance, constrained
 from nngauge.activations._base import Activation
 from nngauge.errors import UnknownNameError, invalid
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from nngauge._internal.constraints import Check, constrained
+from nngauge._constraints import Check, constrained
 from nngauge.activations._base import Activation
 from nngauge.activations._modify import debias, modify, normalize, unit_scale
 from nngauge.activations._registry import get

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from nngauge._internal.constraints import Integer, constrained
+from nngauge._constraints import Integer, constrained
 from nngauge.data._splits import SEED, LabelledData
 
 

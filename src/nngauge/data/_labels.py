@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import torch
 
-from nngauge._internal.constraints import Integer, Maybe, Real, constrained
+from nngauge._constraints import Integer, Maybe, Real, constrained
 from nngauge.errors import invalid
 
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, Optional
 
 import torch
 
-from nngauge._internal.constraints import Choice, Real, constrained
+from nngauge._constraints import Choice, Real, constrained
 from nngauge.data._splits import SEED, LabelledData
 from nngauge.errors import invalid
 

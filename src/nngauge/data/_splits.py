@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
-from nngauge._internal.constraints import Check, Integer, Numbers, constrained
+from nngauge._constraints import Check, Integer, Numbers, constrained
 from nngauge.errors import invalid
 
 SEED = Integer(0, 2**64 - 1)

@@ -33,7 +33,7 @@ from typing import Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.constraints import Check, Choice, Integer, Maybe, Real, constrained
+from nngauge._constraints import Check, Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import Activation
 from nngauge.activations._spec import from_spec
 from nngauge.errors import UnknownNameError, invalid

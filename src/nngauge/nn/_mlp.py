@@ -28,7 +28,7 @@ from typing import Literal, Optional
 import torch
 from torch import nn
 
-from nngauge._internal.constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
+from nngauge._constraints import Check, Choice, Instance, Integer, Maybe, Real, constrained
 from nngauge.activations import Activation
 from nngauge.activations._spec import from_spec
 from nngauge.errors import invalid

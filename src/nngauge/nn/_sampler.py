@@ -39,7 +39,7 @@ from typing import Optional, Union
 
 import torch
 
-from nngauge._internal.constraints import Either, Instance, Integer, constrained
+from nngauge._constraints import Either, Instance, Integer, constrained
 from nngauge.activations import Activation, modify, unit_scale
 from nngauge.activations import debias as _debias
 from nngauge.errors import UnknownNameError, invalid

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from nngauge._internal.constraints import constrained
+from nngauge._constraints import constrained
 from nngauge.errors import invalid
 from nngauge.trajectories import polyline_length
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import NormMode
-from nngauge._internal.constraints import Integer, Real, constrained
+from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import activation_sites, site_codes
 from nngauge.errors import invalid
 from nngauge.proxies._common import finite, proxy_batch

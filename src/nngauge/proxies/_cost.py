@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import NormMode
-from nngauge._internal.constraints import constrained
+from nngauge._constraints import constrained
 from nngauge.errors import invalid
 from nngauge.proxies._common import proxy_batch
 

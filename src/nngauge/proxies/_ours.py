@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter, NormMode, batch_coupled
-from nngauge._internal.constraints import Check, Integer, Maybe, Real, constrained, declared
+from nngauge._constraints import Check, Integer, Maybe, Real, constrained, declared
 from nngauge._internal.data import as_batches, collect
 from nngauge.errors import invalid
 from nngauge.measures.expressivity._density import Method as DensityMethod

@@ -21,7 +21,7 @@ from torch import nn
 from torch.func import functional_call
 
 from nngauge._internal.adapter import NormMode
-from nngauge._internal.constraints import constrained
+from nngauge._constraints import constrained
 from nngauge._internal.ntk import _Call
 from nngauge.errors import invalid
 from nngauge.proxies._common import (batch_loss, finite, gradients, proxy_batch, total,

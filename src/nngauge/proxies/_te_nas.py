@@ -19,7 +19,7 @@ from scipy.stats import rankdata
 from torch import nn
 
 from nngauge._internal.adapter import NormMode
-from nngauge._internal.constraints import Check, Numbers, constrained
+from nngauge._constraints import Check, Numbers, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.patterns import activation_sites, site_codes
 from nngauge.errors import invalid

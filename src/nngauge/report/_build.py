@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter
-from nngauge._internal.constraints import Flag, Instance, Integer, Maybe, Real, constrained
+from nngauge._constraints import Flag, Instance, Integer, Maybe, Real, constrained
 from nngauge._internal.sites import block_sites
 from nngauge._version import __version__
 from nngauge.errors import NNGaugeError

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import brentq
 
-from nngauge._internal.constraints import Choice, Real, constrained
+from nngauge._constraints import Choice, Real, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import ConvergenceError, InvalidInputError, invalid
 from nngauge.theory._gaussian import Method, gaussian_covariance, resolve

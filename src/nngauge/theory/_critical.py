@@ -16,7 +16,7 @@ from typing import Callable
 
 from scipy.optimize import brentq
 
-from nngauge._internal.constraints import Choice, Maybe, constrained
+from nngauge._constraints import Choice, Maybe, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import invalid
 from nngauge.theory._correlation import (

@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional, Sequence
 import numpy as np
 from scipy.special import erf, gammaln
 
-from nngauge._internal.constraints import Choice, Integer, Maybe, constrained
+from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge.errors import invalid
 from nngauge.theory._counts import (
     DEFAULT_MAX_BITS,

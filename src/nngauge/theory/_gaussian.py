@@ -19,7 +19,7 @@ from nngauge.activations import (
     expectation,
     from_spec,
 )
-from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
+from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import hermite_coefficients as _hermite_coefficients
 from nngauge.errors import ConvergenceError, invalid
 from nngauge.theory._validate import (

@@ -33,7 +33,7 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 
-from nngauge._internal.constraints import Choice, Flag, Integer, Maybe, Real, constrained
+from nngauge._constraints import Choice, Flag, Integer, Maybe, Real, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import BudgetExceededError, invalid, require_extra
 from nngauge.theory._gaussian import resolve

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nngauge._internal.constraints import Choice, constrained
+from nngauge._constraints import Choice, constrained
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature, expectation
 from nngauge.errors import invalid
 from nngauge.theory._gaussian import resolve

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from nngauge._internal.constraints import Choice, constrained
+from nngauge._constraints import Choice, constrained
 from nngauge.errors import NNGaugeError
 from nngauge.theory._correlation import Arch, CorrelationMap, correlation_map
 from nngauge.theory._critical import critical_init

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from itertools import accumulate
 from typing import Any, Literal, Optional, Sequence
 
-from nngauge._internal.constraints import Check, Choice, Either, Numbers, constrained
+from nngauge._constraints import Check, Choice, Either, Numbers, constrained
 from nngauge.errors import invalid
 from nngauge.theory._counts import (
     DEFAULT_MAX_BITS,

@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from nngauge._internal.constraints import Array, Check, Integer, Maybe, Numbers, Real, constrained
+from nngauge._constraints import Array, Check, Integer, Maybe, Numbers, Real, constrained
 from nngauge.errors import invalid
 
 WIDTHS = Check(lambda v: not isinstance(v, (str, bytes)) and len(v) >= 2 and all(

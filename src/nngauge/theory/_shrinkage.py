@@ -24,7 +24,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from nngauge._internal.constraints import Array, Check, Choice, Integer, Maybe, Real, constrained
+from nngauge._constraints import Array, Check, Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import Activation
 from nngauge.errors import invalid
 from nngauge.theory._correlation import _has_jumps

@@ -1,7 +1,7 @@
 """Argument declarations and checks shared by the theory entry points (expected / got / fix
 messages).
 
-The declarations (:mod:`nngauge._internal.constraints`) cover what a value can fail alone;
+The declarations (:mod:`nngauge._constraints`) cover what a value can fail alone;
 the checks below are for data arguments and for the methods of the theory's result objects.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from nngauge._internal.constraints import Array, Check, Instance, Integer, Real
+from nngauge._constraints import Array, Check, Instance, Integer, Real
 from nngauge.activations import Activation, Quadrature
 from nngauge.errors import invalid
 

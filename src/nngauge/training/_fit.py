@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Optional, Union
 import torch
 from torch import nn
 
-from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Instance, Integer, Maybe, Real, constrained
+from nngauge._constraints import CALLABLE, Choice, Either, Flag, Instance, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import ModelAdapter, batch_coupled, model_dtype_device
 from nngauge._internal.data import as_batches
 from nngauge._internal.layers import preserved_state

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import nn
 
-from nngauge._internal.constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer, Maybe,
+from nngauge._constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer, Maybe,
                                           Real, constrained)
 from nngauge._internal.layers import layer_kind
 from nngauge.errors import invalid

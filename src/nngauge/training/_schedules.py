@@ -19,7 +19,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from nngauge._internal.constraints import Integer, constrained
+from nngauge._constraints import Integer, constrained
 from nngauge.errors import invalid
 
 Unit = Literal["step", "epoch"]

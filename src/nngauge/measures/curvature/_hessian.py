@@ -42,7 +42,7 @@ from scipy import stats
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Integer, Real, constrained
+from nngauge._constraints import CALLABLE, Choice, Either, Flag, Integer, Real, constrained
 from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
                                          functional_model, lanczos, slq)
 from nngauge._internal.losses import (

@@ -40,7 +40,7 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.constraints import CALLABLE, Choice, Either, Flag, Maybe, constrained
+from nngauge._constraints import CALLABLE, Choice, Either, Flag, Maybe, constrained
 from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
 from nngauge._internal.sites import SiteRecorder
 from nngauge.errors import invalid, require_extra

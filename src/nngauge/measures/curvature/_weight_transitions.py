@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Integer, Maybe, NAME, constrained
+from nngauge._constraints import Integer, Maybe, NAME, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (

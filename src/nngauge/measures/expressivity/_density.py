@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Choice, Integer, Maybe, Real, constrained
+from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import (
     CHUNK_POINTS,

@@ -28,7 +28,7 @@ from torch.func import functional_call
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.constraints import Integer, NAME, constrained
+from nngauge._constraints import Integer, NAME, constrained
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import constrained
+from nngauge._constraints import constrained
 from nngauge._internal.patterns import PatternHasher, activation_sites, site_codes
 from nngauge.measures._result import MeasureResult
 

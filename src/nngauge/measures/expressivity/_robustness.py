@@ -27,7 +27,7 @@ from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.constraints import Integer, Numbers, constrained
+from nngauge._constraints import Integer, Numbers, constrained
 from nngauge._internal.layers import layer_kind
 from nngauge._internal.losses import labelled_batches
 from nngauge.errors import InvalidInputError, invalid

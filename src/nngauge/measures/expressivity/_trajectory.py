@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Integer, Real, constrained
+from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
 from nngauge.errors import invalid

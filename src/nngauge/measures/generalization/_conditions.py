@@ -41,7 +41,7 @@ import torch.fx as fx
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.constraints import Integer, Numbers, constrained
+from nngauge._constraints import Integer, Numbers, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name
 from nngauge.activations._torch import ActivationModule

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Real, constrained
+from nngauge._constraints import Real, constrained
 from nngauge._internal.losses import flat_scores
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult

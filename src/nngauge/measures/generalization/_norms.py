@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.constraints import Flag, Real, constrained
+from nngauge._constraints import Flag, Real, constrained
 from nngauge._internal.graph import GraphOp, ModelGraph
 from nngauge._internal.spectral import (
     POWER_MAX_ITER,

@@ -38,7 +38,7 @@ from torch.func import functional_call, vmap
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.constraints import (CALLABLE, Choice, Integer, Maybe, Numbers, Real,
+from nngauge._constraints import (CALLABLE, Choice, Integer, Maybe, Numbers, Real,
                                            constrained)
 from nngauge._internal.losses import labelled_tensors, mean_loss, scalar_loss
 from nngauge.errors import invalid

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Integer, Real, constrained
+from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.probing import OUTPUT
 from nngauge.errors import invalid
 from nngauge.measures._result import MeasureResult

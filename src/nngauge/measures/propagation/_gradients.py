@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import CALLABLE, Integer, Maybe, constrained
+from nngauge._constraints import CALLABLE, Integer, Maybe, constrained
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import per_sample_loss
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function

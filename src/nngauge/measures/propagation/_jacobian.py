@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Choice, Flag, Integer, Real, constrained
+from nngauge._constraints import Choice, Flag, Integer, Real, constrained
 from nngauge._internal.jacobian import (
     EXACT_MEMORY,
     JacobianProducts,

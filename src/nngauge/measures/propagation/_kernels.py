@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Choice, Integer, constrained
+from nngauge._constraints import Choice, Integer, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.probing import OUTPUT
 from nngauge.errors import BudgetExceededError, invalid

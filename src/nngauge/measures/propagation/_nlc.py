@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._internal.constraints import Choice, Integer, constrained
+from nngauge._constraints import Choice, Integer, constrained
 from nngauge._internal.jacobian import (
     exact_squared_columns,
     forward_tangents,

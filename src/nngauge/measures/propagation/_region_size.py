@@ -41,7 +41,7 @@ from torch import nn
 from nngauge._internal.adapter import (MeasurementMode, ModelAdapter, NormMode,
                                        mappable_batch_statistics)
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.constraints import Integer, Real, constrained
+from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.jacobian import JacobianProducts
 from nngauge._internal.losses import check_class_labels
 from nngauge._internal.probing import Moments, check_min_samples, gaussian_like

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode, batch_coupled
-from nngauge._internal.constraints import NAME, constrained
+from nngauge._constraints import NAME, constrained
 from nngauge._internal.probing import check_min_samples
 from nngauge.errors import invalid
 from nngauge.measures.propagation._correlations import cosine_matrix
