@@ -16,6 +16,7 @@ Example:
 
 from importlib import import_module
 
+from nngauge._catalogue import catalogue
 from nngauge._version import __version__
 from nngauge.errors import (
     BudgetExceededError,
@@ -56,6 +57,7 @@ __all__ = [
     "NNGaugeError",
     "UnknownNameError",
     "__version__",
+    "catalogue",
     *_MEASURES,
     *_TRAINING,
     *_REPORT,
