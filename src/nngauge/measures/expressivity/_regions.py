@@ -235,7 +235,7 @@ class RegionsResult(Result):
                 new figure.
             depths: the k of each pane (1-based positions of sites in call order); default
                 every chosen site's depth when there are at most 6, else 4 spread over them
-                (the last one the whole network).
+                (the last one the whole network); on one given Axes, the whole network.
             decision_boundary: draw the decision boundary (exact method) on panes of the
                 whole network.
             points: inputs (n, ...) to mark, projected onto the plane.
@@ -785,7 +785,8 @@ def _plot(result: RegionsResult, depths, ax, decision_boundary: bool, points: An
     from matplotlib.collections import LineCollection
 
     rows = {row.depth: (i, row) for i, row in enumerate(result.layers)}
-    depths = _pane_depths(list(rows), depths)
+    one_axes = ax is not None and not isinstance(ax, (list, tuple, np.ndarray))
+    depths = _pane_depths(list(rows), depths, one_axes)
     if ax is None:
         _, ax = plt.subplots(1, len(depths), figsize=(3.6 * len(depths), 3.6), squeeze=False)
     axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
@@ -819,10 +820,14 @@ def _plot(result: RegionsResult, depths, ax, decision_boundary: bool, points: An
     return axes
 
 
-def _pane_depths(known: list[int], depths: Optional[Sequence[int]]) -> list[int]:
-    """The panes' depths: the requested ones (each a chosen site's depth), or every chosen
-    one when at most 6, else 4 spread over them ending with the last."""
+def _pane_depths(known: list[int], depths: Optional[Sequence[int]], one_axes: bool
+                 ) -> list[int]:
+    """The panes' depths: the requested ones (each a chosen site's depth); else the last one
+    for ``one_axes``, every chosen one when at most 6, or 4 spread over them ending with the
+    last."""
     if depths is None:
+        if one_axes:
+            return known[-1:]
         if len(known) <= 6:
             return known
         return [known[i] for i in np.unique(np.linspace(0, len(known) - 1, 4).round()
