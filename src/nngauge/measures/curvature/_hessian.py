@@ -80,6 +80,9 @@ class HessianDensity(Result):
             a probe ran, with weight 0).
         weights: (n_probes, m) squared first entries of its eigenvectors.
         n_params: n, the dimension.
+
+    ``to_frame()`` gives phi_sigma on the default grid of :meth:`evaluate` (the curve
+    :meth:`plot` draws).
     """
 
     _curve = (("eigenvalue", lambda density: density.evaluate()[0]),
