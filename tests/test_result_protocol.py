@@ -21,7 +21,7 @@ from torch import nn
 import nngauge.measures
 import nngauge.theory
 from nngauge import hessian
-from nngauge._results import Result, plain
+from nngauge._results import REPORTED, Result, plain
 from nngauge._vocabulary import DEPRECATED_ATTRIBUTES, AttributeRename, deprecation_message
 from nngauge.conformance import MEASURES, run_cell
 from nngauge.errors import UnknownNameError
@@ -213,7 +213,7 @@ def test_to_dict_is_plain_and_reports_the_shown_fields(cls, instances):
         hidden = {f.name for f in dataclasses.fields(cls) if not f.repr}
         assert not hidden & set(out)
         shown = [f.name for f in dataclasses.fields(cls) if f.repr and
-                 f.metadata.get("nngauge.reported", True)]
+                 f.metadata.get(REPORTED, True)]
         assert list(out)[:len(shown)] == shown
 
 
