@@ -124,7 +124,8 @@ class AttributeRename:
     """One deprecated attribute of one result class.
 
     Attributes:
-        owner: the class's qualified name (``"nngauge.measures.generalization._sharpness.PACBayesResult"``).
+        owner: the class's qualified name
+            (``"nngauge.measures.generalization._sharpness.PACBayesResult"``).
         old: the deprecated attribute.
         new: the field that replaces it.
     """
