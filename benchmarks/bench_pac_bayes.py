@@ -86,7 +86,7 @@ def main() -> None:
           f"loop / pac_bayes {t_loop / t_ours:6.2f}x   (goal >= 5x)")
     print(f"{'alpha':>7} {'KL loop':>12} {'KL ours':>12} {'sharpness loop':>22} "
           f"{'sharpness ours':>22} {'gap/se':>6} {'bound loop':>10} {'bound ours':>10}")
-    for (alpha, kl, sharp, stderr, bound), p in zip(curve, ours.layers):
+    for (alpha, kl, sharp, stderr, bound), p in zip(curve, ours.points):
         gap = abs(p.expected_sharpness - sharp) / math.hypot(p.stderr, stderr)
         print(f"{alpha:7.0e} {kl:12.1f} {p.kl:12.1f} {sharp:12.6f} +- {stderr:.6f} "
               f"{p.expected_sharpness:12.6f} +- {p.stderr:.6f} {gap:6.1f} {bound:10.4f} "

@@ -342,8 +342,11 @@ def test_results_serialize_flatten_and_plot(tmp_path):
     assert len(r.to_frame()) == 1
     ax = r.plot()
     ax.figure.savefig(tmp_path / "density.png")
-    with pytest.raises(NNGaugeError, match="density=True"):
-        hessian(model, (x, y), trace=False, lanczos_steps=5).plot()
+    without = hessian(model, (x, y), trace=False, lanczos_steps=5)  # no density, no trace:
+    bars = without.plot()  # the default plot, the top eigenvalues as labelled bars
+    assert [t.get_text() for t in bars.get_xticklabels()] == [
+        f"eigenvalues[{i}]" for i in range(len(without.eigenvalues))]
+    assert [p.get_height() for p in bars.patches] == pytest.approx(list(without.eigenvalues))
 
 
 def _no_params():

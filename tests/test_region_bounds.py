@@ -318,7 +318,7 @@ def test_segment_bound_formula():
     assert expected_regions_per_length([4, 6], c_grad=1.0, c_bias=1.0, length=0.0).regions == 1
     assert expected_regions_per_length([5, 6], c_grad=1.0, c_bias=1.0).regions > \
         expected_regions_per_length([4, 6], c_grad=1.0, c_bias=1.0).regions
-    assert per_layer.to_dict()["widths"] == (4, 6)
+    assert per_layer.to_dict()["widths"] == [4, 6]  # plain Python: tuples as lists
 
 
 def test_volume_growth_law_values_and_scaling():

@@ -135,13 +135,13 @@ def test_pac_bayes_curve_and_bound_monotone():
     net, x, y = _trained()
     r = pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.001, 0.01, 0.05], n_samples=100,
                   batch_size=16, generator=torch.Generator().manual_seed(6))
-    kls = [p.kl for p in r.layers]
+    kls = [p.kl for p in r.points]
     assert kls[0] > kls[1] > kls[2]  # KL falls as the noise grows
-    assert r.layers[0].expected_sharpness < r.layers[2].expected_sharpness
-    for p in r.layers:
+    assert r.points[0].expected_sharpness < r.points[2].expected_sharpness
+    for p in r.points:
         assert p.bound == pytest.approx(pac_bayes_bound(r.train_loss, p.expected_sharpness,
                                                         p.kl, 48, 0.05))
-    assert r.best_bound == min(p.bound for p in r.layers)
+    assert r.best_bound == min(p.bound for p in r.points)
     assert len(r.to_frame()) == 3
     base = pac_bayes_bound(0.1, 0.05, 10.0, 500, 0.05)
     assert pac_bayes_bound(0.2, 0.05, 10.0, 500, 0.05) > base

@@ -120,7 +120,7 @@ def test_pac_bayes_curve_equals_separate_expected_sharpness_calls(method, data):
     curve = pac_bayes(model, F.cross_entropy, (x, y), alphas=alphas, n_samples=N,
                       batch_size=B, method=method, generator=torch.Generator().manual_seed(SEED))
     gen = torch.Generator().manual_seed(SEED)
-    for alpha, point in zip(alphas, curve.layers):
+    for alpha, point in zip(alphas, curve.points):
         r = expected_sharpness(model, F.cross_entropy, (x, y), alpha=alpha, n_samples=N,
                                batch_size=B, method=method, generator=gen)
         assert point.expected_sharpness == pytest.approx(r.expected_sharpness, abs=1e-12)

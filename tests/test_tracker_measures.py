@@ -139,7 +139,7 @@ def test_structured_results_become_per_layer_summary_and_indexed_columns():
     assert _same(row["capacity/measures/l2_path/log10_capacity"], cap.measures[2].log10_capacity)
     assert row["capacity/l2_path_norm"] == cap.l2_path_norm
     assert row["capacity/layers.0.linear/spectral"] == cap.layers[0].spectral
-    assert {"pac_bayes/layers/0/bound", "pac_bayes/layers/2/kl", "pac_bayes/best_bound"} <= \
+    assert {"pac_bayes/points/0/bound", "pac_bayes/points/2/kl", "pac_bayes/best_bound"} <= \
         set(row)
     assert row["margin"] == nngauge.margin(net, (x, y)).margin  # the field named as the measure
 

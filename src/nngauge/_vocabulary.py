@@ -1,4 +1,5 @@
-"""Old parameter names that keep working for one release (the vocabulary of ``docs/api.md``).
+"""Old parameter and result attribute names that keep working for one release (the vocabulary
+of ``docs/api.md``).
 
 When a parameter is renamed to the vocabulary's name, the function is decorated with
 :func:`renamed`: a call with the old keyword emits one :class:`DeprecationWarning` naming the
@@ -18,6 +19,23 @@ Example:
     3
     >>> str(caught[0].message)
     "ascend(): the argument 'steps' is deprecated and will be removed in nngauge 0.3; use 'n_iter'"
+
+When a field of a result is renamed, the old name stays a read-only attribute for one release
+(:func:`deprecated_attribute`): reading it emits one DeprecationWarning naming the new field
+and returns the new field's value. Every one is recorded in :data:`DEPRECATED_ATTRIBUTES`.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Curve:
+    ...     points: tuple
+    ...     layers = deprecated_attribute("points")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     Curve((1, 2)).layers
+    (1, 2)
+    >>> str(caught[0].message)
+    "Curve: the attribute 'layers' is deprecated and will be removed in nngauge 0.3; use 'points'"
 """
 
 from __future__ import annotations
@@ -57,10 +75,10 @@ RENAMES: list[Rename] = []
 """Every deprecated keyword, in the order the decorated modules were imported."""
 
 
-def deprecation_message(where: str, old: str, new: str) -> str:
-    """The warning's text: the function, the old name, the release that removes it, the new
-    name."""
-    return (f"{where}: the argument {old!r} is deprecated and will be removed in nngauge "
+def deprecation_message(where: str, old: str, new: str, *, kind: str = "argument") -> str:
+    """The warning's text: the function (or class), the kind of name (``"argument"`` or
+    ``"attribute"``), the old name, the release that removes it, the new name."""
+    return (f"{where}: the {kind} {old!r} is deprecated and will be removed in nngauge "
             f"{REMOVED_IN}; use {new!r}")
 
 
@@ -101,4 +119,50 @@ def renamed(**names: str | tuple[str, Callable[[Any], Any]]) -> Callable[[F], F]
     return decorate
 
 
-__all__ = ["REMOVED_IN", "RENAMES", "Rename", "deprecation_message", "renamed"]
+@dataclass(frozen=True)
+class AttributeRename:
+    """One deprecated attribute of one result class.
+
+    Attributes:
+        owner: the class's qualified name
+            (``"nngauge.measures.generalization._sharpness.PACBayesResult"``).
+        old: the deprecated attribute.
+        new: the field that replaces it.
+    """
+
+    owner: str
+    old: str
+    new: str
+
+
+DEPRECATED_ATTRIBUTES: list[AttributeRename] = []
+"""Every deprecated result attribute, in the order the defining modules were imported."""
+
+
+class deprecated_attribute:  # noqa: N801 (used like ``property``)
+    """A read-only class attribute standing for the renamed field ``new`` for one release.
+
+    Declared in the class body as ``old = deprecated_attribute("new")`` (the old name is the
+    attribute's own); reading ``instance.old`` emits one :class:`DeprecationWarning` naming
+    ``new`` and returns ``instance.new``. It is not a dataclass field (it has no annotation),
+    so ``to_dict()`` and ``repr`` show only the new field.
+    """
+
+    def __init__(self, new: str):
+        self.new = new
+
+    def __set_name__(self, owner: type, old: str) -> None:
+        self.old, self.where = old, owner.__name__
+        DEPRECATED_ATTRIBUTES.append(
+            AttributeRename(f"{owner.__module__}.{owner.__qualname__}", old, self.new))
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        if instance is None:
+            return self
+        warnings.warn(deprecation_message(self.where, self.old, self.new, kind="attribute"),
+                      DeprecationWarning, stacklevel=2)
+        return getattr(instance, self.new)
+
+
+__all__ = ["DEPRECATED_ATTRIBUTES", "REMOVED_IN", "RENAMES", "AttributeRename", "Rename",
+           "deprecated_attribute", "deprecation_message", "renamed"]

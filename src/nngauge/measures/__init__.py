@@ -10,7 +10,10 @@
   loss landscapes with their region boundaries, weight-space transitions.
 
 Every name is re-exported here (and at ``nngauge``); every result records how the model was
-run in its ``mode`` (:class:`MeasurementMode`).
+run in its ``mode`` (:class:`MeasurementMode`). Results, and the rows of their per-layer
+breakdowns, are frozen dataclasses with one protocol (:class:`nngauge._results.Result`):
+``to_dict()`` (plain Python), ``to_frame()`` (pandas: one row per layer), ``plot(ax=None)``
+(matplotlib: returns the Axes) and, for a result with per-layer rows, ``result["layer name"]``.
 """
 
 from nngauge._internal.adapter import MeasurementMode

@@ -25,7 +25,7 @@ from nngauge._internal.sites import block_sites
 from nngauge._version import __version__
 from nngauge.errors import NNGaugeError
 from nngauge.measures.propagation._nlc import PROFILE_KINDS
-from nngauge.measures._result import plain
+from nngauge._results import plain
 from nngauge.report import _verdicts as V
 from nngauge.report._plan import JACOBIAN_POSITIONS, check_affordable, measure_cost, plan
 from nngauge.report._context import (

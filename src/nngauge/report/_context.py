@@ -12,7 +12,7 @@ from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.sites import Site
-from nngauge.measures._result import plain
+from nngauge._results import plain
 
 
 class NotApplicable(Exception):

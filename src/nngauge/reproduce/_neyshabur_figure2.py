@@ -85,14 +85,14 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                            generator=generator)
         curve = pac_bayes(net, None, data, alphas=settings.alphas, n_samples=settings.n_samples,
                           noise="relative", generator=generator)
-        sharp = np.array([p.expected_sharpness for p in curve.layers])
-        kls = np.array([p.kl for p in curve.layers])
+        sharp = np.array([p.expected_sharpness for p in curve.points])
+        kls = np.array([p.kl for p in curve.points])
         at_eps = kl_at(sharp, kls, EPSILON)
         theorem, measured, cond = _theorem1(net, data, settings, generator,
                                             expected_sharpness, sharpness_conditions,
                                             sharpness_bound)
         summary[labelling, m] = (at_eps, keskar.sharpness, f.test_error, theorem, measured)
-        for p in curve.layers:
+        for p in curve.points:
             rows.append((labelling, m, p.alpha, p.expected_sharpness, p.stderr, p.kl, at_eps,
                          keskar.sharpness, f.fitted.train_error, f.fitted.loss, f.test_error,
                          settings.theorem_sigma, theorem, measured, cond.mu, cond.c2, cond.c3))

@@ -91,8 +91,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                            generator=generator)
         curve = pac_bayes(net, None, train, alphas=settings.alphas, n_samples=settings.n_samples,
                           noise="relative", generator=generator)
-        at_eps = kl_at(np.array([p.expected_sharpness for p in curve.layers]),
-                       np.array([p.kl for p in curve.layers]), EPSILON)
+        at_eps = kl_at(np.array([p.expected_sharpness for p in curve.points]),
+                       np.array([p.kl for p in curve.points]), EPSILON)
         with torch.no_grad():
             train_error = float((net(train[0]).argmax(1) != train[1]).double().mean())
             test_error = float((net(test_std.inputs).argmax(1) != test_std.labels)

@@ -56,7 +56,7 @@ from typing import Mapping, Optional, Sequence, Union
 import numpy as np
 
 from nngauge.errors import invalid, require_counts, require_extra
-from nngauge.measures._result import MeasureResult, plain, row_named
+from nngauge._results import Result, plain, row_named
 from nngauge.studies._spec import AFTER
 from nngauge.studies._summarize import _write_csv
 
@@ -124,7 +124,7 @@ class PredictorPair:
 
 
 @dataclass(frozen=True)
-class PredictorTable(MeasureResult):
+class PredictorTable(Result):
     """Predictors of accuracy in a study, best first, and their pairwise comparisons.
 
     Attributes:
@@ -167,7 +167,7 @@ class PredictorTable(MeasureResult):
         """Horizontal bars of each predictor's Spearman rho with accuracy (direction applied),
         best on top, with its bootstrap interval; baselines grey and hatched, a ``*`` after the
         names whose direction was taken from the data."""
-        from nngauge.measures._plots import new_axes
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         rows = [row for row in self.rows if math.isfinite(row.spearman)]

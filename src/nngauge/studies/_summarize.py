@@ -28,7 +28,7 @@ from typing import Optional, Union
 from sqlalchemy import select
 
 from nngauge.errors import InvalidInputError, require_extra
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
 from nngauge.studies._spec import AFTER, MEASURES
 
@@ -54,7 +54,7 @@ class Correlation:
 
 
 @dataclass(frozen=True)
-class StudySummary(MeasureResult):
+class StudySummary(Result):
     """Points, correlations and the observed ideal NLC range of a study.
 
     Attributes:
@@ -88,7 +88,7 @@ class StudySummary(MeasureResult):
     def plot(self, ax=None):
         """Figure 2 of the NLC paper: initial NLC (log x) against test error; red: high output
         bias, blue: skip connections, black: others; the observed ideal range shaded."""
-        from nngauge.measures._plots import new_axes
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         points = [p for p in self.points

@@ -3,6 +3,10 @@
 Gaussian covariances of activations, mean-field correlation maps and phases, critical
 initialization, infinite-width NNGP/NTK kernels, the nonlinearity of activations, the
 papers' bounds and the literature's bounds on the number of linear regions.
+
+The result classes share the measures' protocol (:class:`nngauge._results.Result`):
+``to_dict()``, ``to_frame()`` (the per-layer or per-depth curve where there is one) and
+``plot(ax=None)``.
 """
 
 from nngauge.theory._correlation import (

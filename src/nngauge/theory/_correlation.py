@@ -34,15 +34,17 @@ that layer's map with ``correlation_map("identity", ...)``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from scipy.optimize import brentq
 
 from nngauge._constraints import Choice, Real, constrained
+from nngauge._results import Result, reported_as
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
 from nngauge.errors import ConvergenceError, InvalidInputError, invalid
 from nngauge.theory._gaussian import Method, gaussian_covariance, resolve
+from nngauge.theory._plots import DEFAULT_STARTS
 from nngauge.theory._validate import (
     ACTIVATION,
     QUADRATURE,
@@ -68,7 +70,7 @@ _Q_MAX = 1e12  # a length map still growing past this variance is reported as di
 
 
 @dataclass(frozen=True, eq=False)
-class CorrelationMap:
+class CorrelationMap(Result):
     """The one-layer correlation map P of a wide network (see the module docstring).
 
     Build it with :func:`correlation_map`. Callable on correlations (numpy in, numpy out).
@@ -82,9 +84,15 @@ class CorrelationMap:
         method: how Gaussian covariances are computed (``"auto"``: closed form when the
             activation has one, quadrature otherwise).
         quadrature: the rule for the quadrature path.
+
+    ``to_dict()`` gives the activation by its label, then the slope at one, the phase and the
+    fixed point (None when q = 0).
     """
 
-    activation: Activation
+    _derived = ("slope_at_one", "phase",
+                ("fixed_point", lambda cmap: cmap.fixed_point() if cmap.q > 0 else None))
+
+    activation: Activation = reported_as(lambda activation: activation.label)
     sigma_w: float
     sigma_b: float
     arch: str
@@ -222,18 +230,27 @@ class CorrelationMap:
             trace.append(self(trace[-1]))
         return np.stack(trace)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Settings and summary numbers as plain Python values."""
-        return {
-            "activation": self.activation.label,
-            "sigma_w": self.sigma_w,
-            "sigma_b": self.sigma_b,
-            "arch": self.arch,
-            "q": self.q,
-            "slope_at_one": self.slope_at_one,
-            "phase": self.phase,
-            "fixed_point": self.fixed_point() if self.q > 0 else None,
-        }
+    def plot(self, ax=None, *, depth: int = 50, starts: Sequence[float] = DEFAULT_STARTS):
+        """1 - rho_l (log scale) over the layers l = 0..depth, the map iterated from each
+        starting correlation of ``starts``; returns the Axes. Needs matplotlib.
+
+        Raises:
+            InvalidInputError: the map has q = 0 (no signal to correlate; see :meth:`iterate`).
+        """
+        from nngauge._plots import new_axes
+
+        rhos = self.iterate(np.asarray(starts, dtype=np.float64), depth)
+        ax = new_axes(ax)
+        layers = np.arange(depth + 1)
+        for k, rho0 in enumerate(starts):
+            ax.plot(layers, np.clip(1.0 - rhos[:, k], 1e-16, None), label=f"rho_0 = {rho0:g}")
+        ax.set_yscale("log")
+        ax.set_xlabel("layer l")
+        ax.set_ylabel("1 - rho_l")
+        ax.set_title(f"correlation map: phase {self.phase}")
+        ax.legend(fontsize=8)
+        ax.figure.tight_layout()
+        return ax
 
     def _require_signal(self, where: str) -> None:
         if self.q == 0.0:

@@ -17,13 +17,14 @@ Counts too large to compute in seconds are refused up front (``max_bits``).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, Optional, Sequence
+from dataclasses import dataclass
+from typing import Literal, Optional, Sequence
 
 import numpy as np
 from scipy.special import erf, gammaln
 
 from nngauge._constraints import Choice, Integer, Maybe, constrained
+from nngauge._results import Result, layer_index
 from nngauge.errors import invalid
 from nngauge.theory._counts import (
     DEFAULT_MAX_BITS,
@@ -88,7 +89,7 @@ def hyperplane_regions(k: int, m: int, *, max_bits: Optional[int] = DEFAULT_MAX_
 
 
 @dataclass(frozen=True)
-class ActivationPatternBound:
+class ActivationPatternBound(Result):
     """Theorem 1's upper bound on the number of activation patterns (= linear regions).
 
     Attributes:
@@ -103,7 +104,14 @@ class ActivationPatternBound:
             hyperplanes (and k^m / m! dominates r(k, m) for large k).
         log_bound: natural log of ``bound`` (a float even when ``bound`` has thousands of
             digits).
+
+    ``to_dict()`` keeps the ints exact; ``to_frame()`` gives the bound per layer (exact) and
+    its natural log, which ``plot()`` draws.
     """
+
+    _curve = (layer_index("per_layer"), "per_layer",
+              ("log_per_layer", lambda bound: [math.log(b) for b in bound.per_layer]))
+    _headline = "log_per_layer"
 
     activation: str
     widths: tuple[int, ...]
@@ -112,10 +120,6 @@ class ActivationPatternBound:
     bound: int
     asymptotic: int
     log_bound: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict (ints stay exact)."""
-        return asdict(self)
 
 
 @constrained(width=WIDTH_OR_WIDTHS, depth=COUNT, input_dim=COUNT,
@@ -219,7 +223,7 @@ def _require_pattern_bits(where: str, width: int | Sequence[int], depth: int, in
 
 
 @dataclass(frozen=True)
-class TrajectoryGrowthBound:
+class TrajectoryGrowthBound(Result):
     """Theorem 3's bounds on trajectory-length growth per layer (log space).
 
     With l(.) the arc length and c = ||dx_perp|| / ||dx|| (1 for circular arcs),
@@ -238,7 +242,12 @@ class TrajectoryGrowthBound:
         log_lower: d log(rate) for d = 0..depth (-inf when rate <= 0), shape (depth + 1,).
         log_asymptotic: d log(asymptotic_rate), shape (depth + 1,).
         log_upper: d log(upper_rate), shape (depth + 1,).
+
+    ``to_frame()`` and ``plot()`` give the three logs against the depth d = 0..depth.
     """
+
+    _curve = (("depth", lambda bound: list(range(bound.depth + 1))), "log_lower",
+              "log_asymptotic", "log_upper")
 
     activation: str
     width: int
@@ -258,11 +267,6 @@ class TrajectoryGrowthBound:
         """rate^d for d = 0..depth (inf where it overflows float64; use ``log_lower``)."""
         with np.errstate(over="ignore"):
             return np.exp(self.log_lower)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict with lists instead of arrays."""
-        return {key: (value.tolist() if isinstance(value, np.ndarray) else value)
-                for key, value in asdict(self).items()}
 
 
 @constrained(width=COUNT, depth=Integer(0), sigma_w=POSITIVE_STD, sigma_b=STD,

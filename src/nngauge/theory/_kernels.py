@@ -34,8 +34,9 @@ from typing import Any, Literal, Optional
 import numpy as np
 
 from nngauge._constraints import Choice, Flag, Integer, Maybe, Real, constrained
+from nngauge._results import Result
 from nngauge.activations import DEFAULT_QUADRATURE, Activation, Quadrature
-from nngauge.errors import BudgetExceededError, invalid, require_extra
+from nngauge.errors import BudgetExceededError, invalid
 from nngauge.theory._gaussian import resolve
 from nngauge.theory._kernel_maps import (
     Block,
@@ -71,7 +72,7 @@ _KERNEL_OPTIONS = dict(act=ACTIVATION, depth=Integer(0), sigma_w=POSITIVE_STD, s
 
 
 @dataclass(frozen=True)
-class KernelTrace:
+class KernelTrace(Result):
     """Infinite-width kernels of the pre-activations after first_depth..depth hidden layers.
 
     Attributes:
@@ -90,7 +91,19 @@ class KernelTrace:
             by the same recursion, with the same layers kept); else None.
         first_depth: hidden layers below ``kernels[0]``: 0 with every layer kept, the depth
             with ``layers="last"``.
+
+    ``to_dict()`` adds the depth and the per-depth summaries (``condition_numbers``,
+    ``mean_normalized_dot_product``), the NNGP trace under ``"nngp"`` when it is carried;
+    ``to_frame()`` gives one row per kernel held (its depth, condition number and mean
+    normalized dot product); ``plot()`` draws the condition number against the depth.
     """
+
+    _curve = (("depth", lambda trace: trace.depths),
+              ("condition_number", lambda trace: trace.condition_numbers()),
+              ("mean_normalized_dot_product",
+               lambda trace: trace.mean_normalized_dot_product()))
+    _headline = "condition_number"
+    _derived = ("depth", "condition_numbers", "mean_normalized_dot_product")
 
     kind: KernelKind
     kernels: tuple[np.ndarray, ...]
@@ -135,34 +148,6 @@ class KernelTrace:
             Array of one value per kernel held, at the depths :attr:`depths`.
         """
         return np.array([mean_normalized_dot_product(k) for k in self.kernels])
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python (JSON-ready) view: settings, kernels and per-depth summaries (and the
-        NNGP trace's view under ``"nngp"`` when it is carried, else None)."""
-        return {
-            "kind": self.kind,
-            "activation": self.activation,
-            "depth": self.depth,
-            "first_depth": self.first_depth,
-            "sigma_w": self.sigma_w,
-            "sigma_b": self.sigma_b,
-            "parameterization": self.parameterization,
-            "width": self.width,
-            "kernels": [k.tolist() for k in self.kernels],
-            "condition_numbers": self.condition_numbers().tolist(),
-            "mean_normalized_dot_product": self.mean_normalized_dot_product().tolist(),
-            "nngp": None if self.nngp is None else self.nngp.to_dict(),
-        }
-
-    def to_frame(self):
-        """A pandas DataFrame with one row per kernel held (its depth): condition number, mean
-        normalized dot product."""
-        pd = require_extra("pandas", "report", "KernelTrace.to_frame()")
-        return pd.DataFrame({
-            "depth": self.depths,
-            "condition_number": self.condition_numbers(),
-            "mean_normalized_dot_product": self.mean_normalized_dot_product(),
-        })
 
 
 @constrained(**_KERNEL_OPTIONS)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
 from nngauge.errors import require_extra
 
 DEFAULT_STARTS = (-0.5, 0.0, 0.5, 0.9, 0.99)
@@ -14,7 +12,8 @@ DEFAULT_STARTS = (-0.5, 0.0, 0.5, 0.9, 0.99)
 
 def plot_correlation_iteration(cmap, depth: int, path: str | Path | None = None,
                                starts: Sequence[float] = DEFAULT_STARTS):
-    """Plot 1 - rho_l (log scale) for the map iterated from several starting correlations.
+    """Plot 1 - rho_l (log scale) for the map iterated from several starting correlations
+    (:meth:`~nngauge.theory.CorrelationMap.plot` on a figure of its own).
 
     Args:
         cmap: a correlation map (``nngauge.theory.correlation_map(...)``).
@@ -32,18 +31,8 @@ def plot_correlation_iteration(cmap, depth: int, path: str | Path | None = None,
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    rhos = np.asarray(cmap.iterate(np.asarray(starts, dtype=np.float64), depth))
-    rhos = rhos.reshape(depth + 1, -1) if rhos.shape[0] == depth + 1 else rhos.T
     fig, ax = plt.subplots(figsize=(6, 4))
-    layers = np.arange(depth + 1)
-    for k, rho0 in enumerate(starts):
-        ax.plot(layers, np.clip(1.0 - rhos[:, k], 1e-16, None), label=f"rho_0 = {rho0:g}")
-    ax.set_yscale("log")
-    ax.set_xlabel("layer l")
-    ax.set_ylabel("1 - rho_l")
-    ax.set_title(f"{getattr(cmap, 'label', 'correlation map')}: phase {cmap.phase}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    cmap.plot(ax, depth=depth, starts=starts)
     if path is not None:
         fig.savefig(path, dpi=120)
         plt.close(fig)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from nngauge._constraints import Choice, constrained
+from nngauge._results import Result, reported_as, unreported
 from nngauge.errors import NNGaugeError
 from nngauge.theory._correlation import Arch, CorrelationMap, correlation_map
 from nngauge.theory._critical import critical_init
@@ -48,7 +49,7 @@ class CriticalValue:
 
 
 @dataclass(frozen=True)
-class ActivationProfile:
+class ActivationProfile(Result):
     """The infinite-width summary of one activation at one initialization.
 
     Attributes:
@@ -67,13 +68,18 @@ class ActivationProfile:
         linearization_error: Hermite linearization error (shrinkage paper section 2).
         critical_sigma_w: sigma_w with slope at one 1 at this sigma_b.
         critical_sigma_b: sigma_b with slope at one 1 at this sigma_w.
+
+    ``to_dict()`` leaves the correlation map out and gives each critical value as its value
+    and its reason (``critical_sigma_w``, ``critical_sigma_w_reason``, likewise for sigma_b).
     """
+
+    _derived = ("critical_sigma_w.reason", "critical_sigma_b.reason")
 
     activation: str
     sigma_w: float
     sigma_b: float
     arch: str
-    correlation_map: CorrelationMap
+    correlation_map: CorrelationMap = unreported()
     slope_at_one: float
     phase: str
     fixed_point: float
@@ -82,8 +88,8 @@ class ActivationProfile:
     linear_approximation_error: float
     mu: float
     linearization_error: float
-    critical_sigma_w: CriticalValue
-    critical_sigma_b: CriticalValue
+    critical_sigma_w: CriticalValue = reported_as(lambda critical: critical.value)
+    critical_sigma_b: CriticalValue = reported_as(lambda critical: critical.value)
 
     def rows(self) -> list[tuple[str, float | str, str]]:
         """(quantity, value, source) rows, in the order ``nngauge theory`` prints them."""
@@ -113,26 +119,10 @@ class ActivationProfile:
              critical_source),
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python summary (the correlation map itself is left out)."""
-        return {
-            "activation": self.activation,
-            "sigma_w": self.sigma_w,
-            "sigma_b": self.sigma_b,
-            "arch": self.arch,
-            "slope_at_one": self.slope_at_one,
-            "phase": self.phase,
-            "fixed_point": self.fixed_point,
-            "variance_ratio": self.variance_ratio,
-            "nlc": self.nlc,
-            "linear_approximation_error": self.linear_approximation_error,
-            "mu": self.mu,
-            "linearization_error": self.linearization_error,
-            "critical_sigma_w": self.critical_sigma_w.value,
-            "critical_sigma_w_reason": self.critical_sigma_w.reason,
-            "critical_sigma_b": self.critical_sigma_b.value,
-            "critical_sigma_b_reason": self.critical_sigma_b.reason,
-        }
+    def plot(self, ax=None, **options: Any):
+        """The correlation map's iteration (:meth:`CorrelationMap.plot`, ``options`` its
+        ``depth`` and ``starts``); returns the Axes. Needs matplotlib."""
+        return self.correlation_map.plot(ax, **options)
 
 
 @constrained(act=ACTIVATION, sigma_w=STD, sigma_b=STD, arch=Choice.literal(Arch))

@@ -25,11 +25,12 @@ At random initialization (floats):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal, Optional, Sequence
 
 from nngauge._constraints import Check, Choice, Either, Numbers, constrained
+from nngauge._results import Result, layer_index
 from nngauge.errors import invalid
 from nngauge.theory._counts import (
     DEFAULT_MAX_BITS,
@@ -56,7 +57,7 @@ BIAS_STD = Check(POSITIVE_STD.accepts, "a bias standard deviation > 0 (the bound
 
 
 @dataclass(frozen=True)
-class RegionCountBound:
+class RegionCountBound(Result):
     """A bound on the maximal number of linear regions of a ReLU network over all its weights.
 
     Attributes:
@@ -69,7 +70,14 @@ class RegionCountBound:
         per_layer: the bound for the network made of the first l hidden layers, l = 1..L.
         bound: the bound for the whole network (``per_layer[-1]``), an exact int.
         log10_bound: log10 of ``bound``, a float even when ``bound`` has thousands of digits.
+
+    ``to_dict()`` keeps the ints exact; ``to_frame()`` gives the bound per layer (exact) and
+    its log10, which ``plot()`` draws.
     """
+
+    _curve = (layer_index("per_layer"), "per_layer",
+              ("log10_per_layer", lambda bound: [math.log10(b) for b in bound.per_layer]))
+    _headline = "log10_per_layer"
 
     kind: str
     method: str
@@ -78,10 +86,6 @@ class RegionCountBound:
     per_layer: tuple[int, ...]
     bound: int
     log10_bound: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict (ints stay exact)."""
-        return asdict(self)
 
 
 @constrained(d_in=COUNT, widths=WIDTHS, construction=Choice.literal(LowerConstruction),
@@ -359,7 +363,7 @@ def _count_bound(kind: str, method: str, d_in: int, widths: tuple[int, ...],
 
 
 @dataclass(frozen=True)
-class GaussianRegionConstants:
+class GaussianRegionConstants(Result):
     """Hanin and Rolnick's constants for a ReLU MLP with Gaussian weights and biases.
 
     Attributes:
@@ -369,17 +373,17 @@ class GaussianRegionConstants:
         c_grad_per_layer: sup_x E[||grad z(x)||^2]^{1/2} for a neuron z of hidden layer l,
             l = 1..depth: sigma_w (sigma_w^2 / 2)^{(l - 1) / 2}.
         c_grad: the largest of ``c_grad_per_layer`` (the paper's C_grad, a sup over neurons).
+
+    ``to_frame()`` and ``plot()`` give C_grad per layer.
     """
+
+    _curve = (layer_index("c_grad_per_layer"), "c_grad_per_layer")
 
     sigma_w: float
     sigma_b: float
     c_bias: float
     c_grad_per_layer: tuple[float, ...]
     c_grad: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict."""
-        return asdict(self)
 
 
 @constrained(depth=COUNT, sigma_w=POSITIVE_STD, sigma_b=BIAS_STD)
@@ -441,7 +445,7 @@ def gaussian_region_constants(
 
 
 @dataclass(frozen=True)
-class ExpectedRegionsOnSegment:
+class ExpectedRegionsOnSegment(Result):
     """Hanin and Rolnick's bound on the expected number of regions along a segment.
 
     Attributes:
@@ -456,6 +460,8 @@ class ExpectedRegionsOnSegment:
             regions the segment meets.
     """
 
+    _summary = ("crossings_per_length", "regions")
+
     widths: tuple[int, ...]
     n_neurons: int
     c_grad: tuple[float, ...]
@@ -463,10 +469,6 @@ class ExpectedRegionsOnSegment:
     length: float
     crossings_per_length: float
     regions: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict."""
-        return asdict(self)
 
 
 @constrained(widths=WIDTHS, c_grad=C_GRAD, c_bias=POSITIVE_STD, length=STD)
@@ -547,7 +549,7 @@ def _per_layer_c_grad(c_grad: Any, depth: int, where: str) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class ExpectedRegionsInVolume:
+class ExpectedRegionsInVolume(Result):
     """Hanin and Rolnick's growth law for the expected number of regions in a cube.
 
     Attributes:
@@ -563,6 +565,8 @@ class ExpectedRegionsInVolume:
         log10_regions: log10 of ``regions`` (-inf for an empty volume).
     """
 
+    _summary = ("log10_per_volume", "log10_regions")
+
     d_in: int
     widths: tuple[int, ...]
     n_neurons: int
@@ -573,10 +577,6 @@ class ExpectedRegionsInVolume:
     regions: float
     log10_per_volume: float
     log10_regions: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """A plain dict."""
-        return asdict(self)
 
 
 @constrained(d_in=COUNT, widths=WIDTHS, c_grad=C_GRAD, c_bias=POSITIVE_STD, volume=STD)

@@ -34,6 +34,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from nngauge._constraints import Array, Check, Integer, Maybe, Numbers, Real, constrained
+from nngauge._results import Result, layer_index
 from nngauge.errors import invalid
 
 WIDTHS = Check(lambda v: not isinstance(v, (str, bytes)) and len(v) >= 2 and all(
@@ -44,7 +45,7 @@ WIDTHS = Check(lambda v: not isinstance(v, (str, bytes)) and len(v) >= 2 and all
 
 
 @dataclass(frozen=True)
-class SharpnessBound:
+class SharpnessBound(Result):
     """Theorem 1's bound, its parts and its generalization bound.
 
     Attributes:
@@ -60,7 +61,13 @@ class SharpnessBound:
             E_nu[L(f_{w+nu})] - L_hat(f_w), the expected loss of the perturbed network minus
             the training loss (None without ``n_train``).
         probability: 1 - sum_i delta_i, the probability the bound holds with.
+
+    ``to_dict()`` adds ``depth``; ``to_frame()`` and ``plot()`` give gamma_i and C_delta_i per
+    layer.
     """
+
+    _curve = (layer_index("gammas"), "gammas", "c_deltas")
+    _derived = ("depth",)
 
     gammas: tuple[float, ...]
     c_deltas: tuple[float, ...]
@@ -75,14 +82,6 @@ class SharpnessBound:
     def depth(self) -> int:
         """d, the number of weight layers."""
         return len(self.gammas)
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields as plain Python values."""
-        return {"gammas": list(self.gammas), "c_deltas": list(self.c_deltas),
-                "linear": self.linear, "activation": self.activation,
-                "sharpness": self.sharpness, "norm_term": self.norm_term,
-                "generalization": self.generalization, "probability": self.probability,
-                "depth": self.depth}
 
 
 @constrained(sigma=Array(0, low_open=True), weight_norms=Numbers(0, low_open=True),

@@ -19,12 +19,13 @@ step of appendix A.2, A <= (1 - rho) ||phi'||^2) gives ||phi_l'||^2, which is wh
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from nngauge._constraints import Array, Check, Choice, Integer, Maybe, Real, constrained
+from nngauge._results import Result, layer_index
 from nngauge.activations import Activation
 from nngauge.errors import invalid
 from nngauge.theory._correlation import _has_jumps
@@ -42,7 +43,7 @@ ACTIVATIONS = Check(lambda v: ACTIVATION.accepts(v) or (
 
 
 @dataclass(frozen=True)
-class ShrinkageBound:
+class ShrinkageBound(Result):
     """One point on the trade-off curve ||J||_op^2 = (1 - rho_max)^2 / 8 * total.
 
     Attributes:
@@ -54,7 +55,13 @@ class ShrinkageBound:
         jacobian_norm_sq: ||J||_op^2: given as a budget, or (when rho_max was given) the
             theorem's lower bound.
         solved_for: ``"jacobian_norm_sq"`` or ``"rho_max"``: which of the two was computed.
+
+    ``to_dict()`` adds ``total``, ``depth`` and ``one_minus_rho_max``; ``to_frame()`` and
+    ``plot()`` give the terms per layer.
     """
+
+    _curve = (layer_index("terms"), "terms")
+    _derived = ("total", "depth", "one_minus_rho_max")
 
     arch: str
     terms: tuple[float, ...]
@@ -76,13 +83,6 @@ class ShrinkageBound:
     def one_minus_rho_max(self) -> float:
         """1 - rho_max (the shrinkage margin; an upper bound when solved for)."""
         return 1.0 - self.rho_max
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields and derived numbers as plain Python values."""
-        out = asdict(self)
-        out["terms"] = list(self.terms)
-        out.update(total=self.total, depth=self.depth, one_minus_rho_max=self.one_minus_rho_max)
-        return out
 
 
 @constrained(activations=ACTIVATIONS, depth=Maybe(Integer(1)), rho_max=Maybe(Real(-1, 1)),
@@ -182,7 +182,7 @@ def _layer_activations(activations, depth, where: str) -> list[Activation]:
 
 
 @dataclass(frozen=True)
-class ExcessConvexityBound:
+class ExcessConvexityBound(Result):
     """The piecewise-linear upper bound on P_L o ... o P_1 on [0, 1] (shrinkage paper, remark 2).
 
     With rho~_l = P_l o ... o P_1(0) (rho~_0 = 0) and the lower bound on the excess convexity of
@@ -200,7 +200,13 @@ class ExcessConvexityBound:
         terms: the per-layer terms ||phi_l - bar phi_l||^2 / ||phi_l'||^2 (Theorem 1) or their
             ResNet version (Theorem 2), length L.
         excess: C, the lower bound on e(P~_L o ... o P~_1).
+
+    ``to_dict()`` adds ``depth`` and ``kink``; ``to_frame()`` and ``plot()`` give rho~_l
+    against the layer l = 0..L.
     """
+
+    _curve = (layer_index("rho_tilde", start=0), "rho_tilde")
+    _derived = ("depth", "kink")
 
     rho_tilde: tuple[float, ...]
     terms: tuple[float, ...]
@@ -231,11 +237,6 @@ class ExcessConvexityBound:
         cropped = np.where(t <= self.kink, t / (1.0 + c), (1.0 + c) * t - c)
         end = self.rho_tilde[-1]
         return end + (1.0 - end) * cropped
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields and derived numbers as plain Python values."""
-        return {"rho_tilde": list(self.rho_tilde), "terms": list(self.terms),
-                "excess": self.excess, "depth": self.depth, "kink": self.kink}
 
 
 _CALLABLE = Check(callable, "a callable g on [0, 1]", (None, 0.5, "t ** 2"))

@@ -28,7 +28,7 @@ from nngauge._internal.layers import preserved_state
 from nngauge._internal.losses import check_class_labels
 from nngauge.data._splits import LabelledData, as_labelled
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult, plain
+from nngauge._results import Result, plain
 
 Action = Literal["improved", "continue", "decay", "stop"]
 OptimizerName = Literal["sgd", "adam"]
@@ -115,7 +115,7 @@ class EpochRecord:
 
 
 @dataclass(frozen=True)
-class FitResult(MeasureResult):
+class FitResult(Result):
     """The outcome of :func:`fit`; the model holds the weights of ``best_epoch``.
 
     Attributes:

@@ -10,7 +10,7 @@ or as plain values (numbers, dicts, lists, tensors, numpy arrays), and:
   e.g. ``trajectory_length/layers.2.act/length``; other lists of named rows keep their field:
   ``capacity/measures/l2/capacity``;
 - other lists and tuples are indexed: ``trajectory_length/lengths/0``; rows without a name
-  too: ``pac_bayes/layers/0/bound``; nested dicts add their keys: ``name/f/key``;
+  too: ``pac_bayes/points/0/bound``; nested dicts add their keys: ``name/f/key``;
 - skipped: strings, None, booleans (flags), and the top-level fields ``mode`` and
   ``settings`` (how the measure ran, not what it measured).
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nngauge.errors import invalid
-from nngauge.measures._result import plain
+from nngauge._results import plain
 
 NOT_MEASURED = ("mode", "settings")
 

@@ -23,7 +23,7 @@ from nngauge._constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer
                                           Real, constrained)
 from nngauge._internal.layers import layer_kind
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.training._fit import (FitResult, OptimizerName, OptimizerSpec, _output_scale,
                                    _prepared, fit, make_optimizer)
 
@@ -100,7 +100,7 @@ def smallest_lr(model: nn.Module, train: Any, *, optimizer: OptimizerSpec = "sgd
 
 
 @dataclass(frozen=True)
-class LRSearchResult(MeasureResult):
+class LRSearchResult(Result):
     """All runs of :func:`lr_search` and the chosen one.
 
     Attributes:

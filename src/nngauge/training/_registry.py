@@ -56,8 +56,8 @@ Generalization (labels in D)
     - "expected_sharpness": :func:`nngauge.expected_sharpness` on D, alpha=1e-3,
       n_samples=100 (the paper: 1000); expected_sharpness, /stderr, /expected_loss, /kl.
     - "pac_bayes": :func:`nngauge.pac_bayes` on D, alphas=(1e-3, 3e-3, 1e-2),
-      n_samples=100; pac_bayes/best_bound, /best_alpha, pac_bayes/layers/<i>/bound (/kl,
-      /expected_sharpness), one row per alpha.
+      n_samples=100; pac_bayes/best_bound, /best_alpha, pac_bayes/points/<i>/bound (/kl,
+      /expected_sharpness), one point per alpha.
     - "sharpness_conditions": :func:`nngauge.sharpness_conditions` on D;
       sharpness_conditions/mu, /condition_number, /c2, /c3, sharpness_conditions/<layer>/c2.
 

@@ -53,8 +53,8 @@ from nngauge._internal.losses import (
     with_labels,
 )
 from nngauge.errors import invalid
-from nngauge.measures._plots import new_axes
-from nngauge.measures._result import MeasureResult
+from nngauge._plots import new_axes
+from nngauge._results import Result
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 LOSSES = ("cross_entropy", "mse")
@@ -63,7 +63,7 @@ CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
-class HessianDensity:
+class HessianDensity(Result):
     """Spectral density by stochastic Lanczos quadrature (Lin et al. 2016, Ghorbani et al. 2019).
 
     For probe l (a unit vector uniform on the sphere) and m Lanczos steps from it, the nodes
@@ -80,7 +80,13 @@ class HessianDensity:
             a probe ran, with weight 0).
         weights: (n_probes, m) squared first entries of its eigenvectors.
         n_params: n, the dimension.
+
+    ``to_frame()`` gives phi_sigma on the default grid of :meth:`evaluate` (the curve
+    :meth:`plot` draws).
     """
+
+    _curve = (("eigenvalue", lambda density: density.evaluate()[0]),
+              ("density", lambda density: density.evaluate()[1]))
 
     nodes: np.ndarray
     weights: np.ndarray
@@ -111,9 +117,20 @@ class HessianDensity:
         values = gauss @ self.weights[live] / (len(self.nodes) * sigma * math.sqrt(2 * math.pi))
         return t, values
 
+    def plot(self, ax=None, *, sigma: Optional[float] = None):
+        """phi_sigma on a log scale, as Ghorbani et al. draw it (``sigma`` as in
+        :meth:`evaluate`); returns the Axes. Needs matplotlib."""
+        ax = new_axes(ax)
+        t, values = self.evaluate(sigma=sigma)
+        ax.plot(t, np.maximum(values, values.max() * 1e-8))
+        ax.set_yscale("log")
+        ax.set_xlabel("eigenvalue")
+        ax.set_ylabel("density")
+        return ax
+
 
 @dataclass(frozen=True)
-class HessianLayer:
+class HessianLayer(Result):
     """The diagonal block of the Hessian in one module's own parameters.
 
     Attributes:
@@ -138,7 +155,7 @@ class HessianLayer:
 
 
 @dataclass(frozen=True)
-class HessianResult(MeasureResult):
+class HessianResult(Result):
     """Curvature of the mean loss in parameter space (see :func:`hessian`).
 
     Attributes:
@@ -169,6 +186,10 @@ class HessianResult(MeasureResult):
             (not in to_dict).
     """
 
+    _rows = "layers"
+    _headline = "eigenvalue"
+    _summary = ("eigenvalues", "trace")
+
     eigenvalues: tuple[float, ...]
     residuals: tuple[float, ...]
     converged: bool
@@ -194,19 +215,15 @@ class HessianResult(MeasureResult):
     eigenvectors: Optional[tuple[dict, ...]] = field(default=None, repr=False)
 
     def plot(self, ax=None, *, sigma: Optional[float] = None):
-        """The smoothed spectral density on a log scale, as Ghorbani et al. draw it, the top
-        eigenvalues marked. Needs matplotlib and ``density=True``."""
+        """With ``density=True``: the smoothed spectral density (:meth:`HessianDensity.plot`,
+        ``sigma`` its width), the top eigenvalues marked. Without: the default plot, the
+        largest eigenvalue per layer (``per_layer=True``) or the top eigenvalues and the trace
+        as labelled bars. Returns the Axes. Needs matplotlib."""
         if self.density is None:
-            raise invalid("HessianResult.plot()", "a result computed with density=True",
-                          "density=None", "call hessian(..., density=True)")
-        ax = new_axes(ax)
-        t, values = self.density.evaluate(sigma=sigma)
-        ax.plot(t, np.maximum(values, values.max() * 1e-8))
+            return super().plot(ax)
+        ax = self.density.plot(ax, sigma=sigma)
         for value in self.eigenvalues:
             ax.axvline(value, linestyle=":", color="gray")
-        ax.set_yscale("log")
-        ax.set_xlabel("eigenvalue")
-        ax.set_ylabel("density")
         return ax
 
 

@@ -44,8 +44,8 @@ from nngauge._constraints import CALLABLE, Choice, Either, Flag, Maybe, constrai
 from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
 from nngauge._internal.sites import SiteRecorder
 from nngauge.errors import invalid, require_extra
-from nngauge.measures._plots import new_axes
-from nngauge.measures._result import MeasureResult
+from nngauge._plots import new_axes
+from nngauge._results import Result
 from nngauge.measures.curvature._hessian import hessian
 from nngauge.measures.curvature._landscape_regions import (
     PatternProbe,
@@ -74,7 +74,7 @@ larger chunk is slower per point than a smaller one."""
 
 
 @dataclass(frozen=True)
-class LossLandscapeResult(MeasureResult):
+class LossLandscapeResult(Result):
     """The loss (and accuracy) on a grid of weight space around theta.
 
     Attributes:
@@ -145,14 +145,14 @@ class LossLandscapeResult(MeasureResult):
             columns["accuracy"] = self.accuracies.ravel()
         return pd.DataFrame(columns)
 
-    def plot(self, kind: Optional[PlotKind] = None, ax=None):
+    def plot(self, ax=None, *, kind: Optional[PlotKind] = None):
         """The landscape with its minimum marked (a red star). Needs matplotlib.
 
         Args:
+            ax: a matplotlib Axes (3-D for "surface"); default a new figure.
             kind: "line" (1-D; accuracy on a second axis when there is one), "contour"
                 (2-D; the PCA trajectory drawn on it, as Li et al. figure 9) or "surface"
                 (2-D, 3-D axes); default "line" for a line, "contour" for a plane.
-            ax: a matplotlib Axes (3-D for "surface"); default a new figure.
 
         Returns:
             The Axes.

@@ -34,7 +34,7 @@ from nngauge._internal.piecewise import (
     float64_copy,
 )
 from nngauge.errors import BudgetExceededError, invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
 
 MAX_PIECES = 2**18
@@ -45,7 +45,7 @@ CHECKED_STEPS = (0.125, 0.5, 0.875)
 
 
 @dataclass(frozen=True)
-class WeightTransitionLayer:
+class WeightTransitionLayer(Result):
     """Transitions at one activation site along the weight line, summed over the samples.
 
     Attributes:
@@ -61,7 +61,7 @@ class WeightTransitionLayer:
 
 
 @dataclass(frozen=True)
-class WeightTransitionsResult(MeasureResult):
+class WeightTransitionsResult(Result):
     """The values of t in [t_min, t_max] where the activation pattern of some sample changes
     along theta + t delta (delta moves one module's parameters).
 
@@ -79,6 +79,9 @@ class WeightTransitionsResult(MeasureResult):
         near_coincident: crossings merged for lying within ``merge_tol`` of another.
         settings, mode: the options and how the model was run.
     """
+
+    _rows = "layers"
+    _headline = "transitions"
 
     n_changes: int
     breakpoints: np.ndarray = field(repr=False, compare=False)

@@ -39,7 +39,7 @@ from nngauge._internal.patterns import (
 from nngauge._internal.piecewise import EngineReport, Intervals, PiecewiseEngine, float64_copy
 from nngauge._internal.sites import Site
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
 
 Method = Literal["exact", "sampled"]
@@ -50,7 +50,7 @@ MAX_CUBE_DIMS = 12
 
 
 @dataclass(frozen=True)
-class DensityLayer:
+class DensityLayer(Result):
     """One site's share of the partition near the points.
 
     Attributes:
@@ -75,7 +75,7 @@ class DensityLayer:
 
 
 @dataclass(frozen=True)
-class RegionDensityResult(MeasureResult):
+class RegionDensityResult(Result):
     """Linear regions per unit length along lines, and local complexity, near points.
 
     Attributes:
@@ -108,6 +108,9 @@ class RegionDensityResult(MeasureResult):
             out of ``to_dict``): segment (i, j) is centers[i] +- radius directions[i, j].
     """
 
+    _rows = "layers"
+    _headline = "transitions_per_length"
+
     density: float
     density_std: float
     per_point: np.ndarray = field(repr=False, compare=False)
@@ -131,8 +134,8 @@ class RegionDensityResult(MeasureResult):
 
     def plot(self, ax=None):
         """Per-site bars: transitions per unit length (left axis) beside local complexity
-        (right axis). Needs matplotlib."""
-        from nngauge.measures._plots import new_axes
+        (right axis); returns the Axes. Needs matplotlib."""
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         positions = np.arange(len(self.layers))

@@ -30,14 +30,14 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, NAME, constrained
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 MAX_BATCHED_ELEMENTS = 2**24
 """Default chunking: at most this many weight elements (all settings of a chunk together)."""
 
 
 @dataclass(frozen=True)
-class DichotomiesResult(MeasureResult):
+class DichotomiesResult(Result):
     """Distinct labellings of the inputs along a great-circle sweep of one layer's weights.
 
     Attributes:
@@ -72,8 +72,9 @@ class DichotomiesResult(MeasureResult):
     direction: torch.Tensor = field(repr=False, compare=False)
 
     def plot(self, ax=None):
-        """The labels of every input (columns) at every setting (rows). Needs matplotlib."""
-        from nngauge.measures._plots import new_axes
+        """The labels of every input (rows) at every setting of the weights (columns);
+        returns the Axes. Needs matplotlib."""
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         ax.imshow(self.labellings.T.numpy(), aspect="auto", interpolation="nearest",

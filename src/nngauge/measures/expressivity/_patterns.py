@@ -18,11 +18,11 @@ from torch import nn
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import constrained
 from nngauge._internal.patterns import PatternHasher, activation_sites, site_codes
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 
 @dataclass(frozen=True)
-class PatternCountLayer:
+class PatternCountLayer(Result):
     """Distinct patterns of one activation layer.
 
     Attributes:
@@ -39,7 +39,7 @@ class PatternCountLayer:
 
 
 @dataclass(frozen=True)
-class ActivationPatternsResult(MeasureResult):
+class ActivationPatternsResult(Result):
     """Distinct activation patterns over a set of inputs.
 
     Attributes:
@@ -48,6 +48,9 @@ class ActivationPatternsResult(MeasureResult):
         layers: per-layer rows (:class:`PatternCountLayer`).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
+
+    _rows = "layers"
+    _headline = "n_patterns"
 
     n_patterns: int
     n_inputs: int

@@ -42,7 +42,7 @@ from nngauge._internal.piecewise import (
     plane_weights,
 )
 from nngauge.errors import BudgetExceededError, invalid, require_extra
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.measures.expressivity._lines import require_affine
 from nngauge.trajectories import Plane, make_plane
 
@@ -60,7 +60,7 @@ COMPARED_ELEMENTS = 2**24
 
 
 @dataclass(frozen=True)
-class Region:
+class Region(Result):
     """One linear region of the network on the plane.
 
     Attributes:
@@ -73,6 +73,10 @@ class Region:
         area: its area in plane coordinates (grid: cells x cell area).
     """
 
+    _curve = (("u", lambda region: _closed(region.polygon, 0)),
+              ("v", lambda region: _closed(region.polygon, 1)))
+    _summary = "area"
+
     polygon: Optional[np.ndarray]
     pattern: np.ndarray
     affine: Optional[tuple[np.ndarray, np.ndarray]]
@@ -80,7 +84,7 @@ class Region:
 
 
 @dataclass(frozen=True)
-class Edge:
+class Edge(Result):
     """A boundary segment between two regions (or a region and the outside of the box).
 
     Attributes:
@@ -93,6 +97,9 @@ class Edge:
         unit: the unit of that site whose code changes across it (-1 on the box).
     """
 
+    _curve = (("u", lambda edge: [edge.start[0], edge.end[0]]),
+              ("v", lambda edge: [edge.start[1], edge.end[1]]))
+
     start: np.ndarray
     end: np.ndarray
     regions: tuple[int, int]
@@ -102,7 +109,7 @@ class Edge:
 
 
 @dataclass(frozen=True)
-class RegionLayer:
+class RegionLayer(Result):
     """The partition after one site.
 
     Attributes:
@@ -121,7 +128,7 @@ class RegionLayer:
 
 
 @dataclass(frozen=True)
-class RegionsResult(MeasureResult):
+class RegionsResult(Result):
     """The partition of a plane of input space into linear regions (Raghu et al. 2017,
     Theorem 2, figure 1).
 
@@ -166,6 +173,9 @@ class RegionsResult(MeasureResult):
         regions: :class:`Region` per region (built from the arrays on first access).
         edges: :class:`Edge` per edge (built on first access).
     """
+
+    _rows = "layers"
+    _headline = "regions"
 
     n_regions: int
     per_depth: tuple[int, ...]
@@ -215,25 +225,33 @@ class RegionsResult(MeasureResult):
                          [names[d] for d in self.edge_depths.tolist()],
                          self.edge_depths.tolist(), self.edge_units.tolist()))
 
-    def plot(self, depths: Optional[Sequence[int]] = None, ax=None,
+    def plot(self, ax=None, *, depths: Optional[Sequence[int]] = None,
              decision_boundary: bool = True, points: Any = None):
         """Figure 1 of Raghu et al. (2017): one pane per depth k, the partition by the
         patterns of the first k sites, each boundary coloured by the site that makes it.
 
         Args:
-            depths: the k of each pane (1-based positions of sites in call order); default
-                every chosen site's depth when there are at most 6, else 4 spread over them
-                (the last one the whole network).
             ax: a matplotlib Axes (one pane) or a sequence of one Axes per pane; default a
                 new figure.
+            depths: the k of each pane (1-based positions of sites in call order); default
+                every chosen site's depth when there are at most 6, else 4 spread over them
+                (the last one the whole network); on one given Axes, the whole network.
             decision_boundary: draw the decision boundary (exact method) on panes of the
                 whole network.
             points: inputs (n, ...) to mark, projected onto the plane.
 
         Returns:
-            The array of Axes.
+            The numpy array of Axes, one per pane.
         """
         return _plot(self, depths, ax, decision_boundary, points)
+
+
+def _closed(polygon: Optional[np.ndarray], axis: int) -> list[float]:
+    """One coordinate of a region's corners, the first repeated last (none without a
+    polygon): the outline :class:`Region`'s curve draws."""
+    if polygon is None:
+        return []
+    return [*polygon[:, axis].tolist(), float(polygon[0, axis])]
 
 
 @constrained(method=Choice.literal(Method), resolution=Integer(2),
@@ -767,7 +785,8 @@ def _plot(result: RegionsResult, depths, ax, decision_boundary: bool, points: An
     from matplotlib.collections import LineCollection
 
     rows = {row.depth: (i, row) for i, row in enumerate(result.layers)}
-    depths = _pane_depths(list(rows), depths)
+    one_axes = ax is not None and not isinstance(ax, (list, tuple, np.ndarray))
+    depths = _pane_depths(list(rows), depths, one_axes)
     if ax is None:
         _, ax = plt.subplots(1, len(depths), figsize=(3.6 * len(depths), 3.6), squeeze=False)
     axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
@@ -801,10 +820,14 @@ def _plot(result: RegionsResult, depths, ax, decision_boundary: bool, points: An
     return axes
 
 
-def _pane_depths(known: list[int], depths: Optional[Sequence[int]]) -> list[int]:
-    """The panes' depths: the requested ones (each a chosen site's depth), or every chosen
-    one when at most 6, else 4 spread over them ending with the last."""
+def _pane_depths(known: list[int], depths: Optional[Sequence[int]], one_axes: bool
+                 ) -> list[int]:
+    """The panes' depths: the requested ones (each a chosen site's depth); else the last one
+    for ``one_axes``, every chosen one when at most 6, or 4 spread over them ending with the
+    last."""
     if depths is None:
+        if one_axes:
+            return known[-1:]
         if len(known) <= 6:
             return known
         return [known[i] for i in np.unique(np.linspace(0, len(known) - 1, 4).round()

@@ -37,14 +37,14 @@ from nngauge.measures.expressivity._dichotomies import (
     labels_of,
     layer_weight,
 )
-from nngauge.measures._result import MeasureResult, row_named
+from nngauge._results import Result
 
 DEFAULT_NOISE_LEVELS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0)
 """Relative noise magnitudes; figure 6 of the paper sweeps magnitudes around 0.25."""
 
 
 @dataclass(frozen=True)
-class WeightNoiseLayer:
+class WeightNoiseLayer(Result):
     """Accuracy when noise is added to one layer's weights.
 
     Attributes:
@@ -63,7 +63,7 @@ class WeightNoiseLayer:
 
 
 @dataclass(frozen=True)
-class WeightNoiseResult(MeasureResult):
+class WeightNoiseResult(Result):
     """Per-layer accuracy under relative Gaussian weight noise (Raghu et al. 2017, fig. 6).
 
     Attributes:
@@ -78,6 +78,9 @@ class WeightNoiseResult(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
 
+    _rows = "layers"
+    _headline = "accuracy"
+
     layers: tuple[WeightNoiseLayer, ...]
     clean_accuracy: float
     noise_levels: tuple[float, ...]
@@ -88,12 +91,10 @@ class WeightNoiseResult(MeasureResult):
     settings: dict
     mode: MeasurementMode
 
-    def __getitem__(self, name: str) -> WeightNoiseLayer:
-        return row_named(self.layers, name, "a perturbed layer")
-
     def plot(self, ax=None):
-        """Accuracy against noise level, one line per layer. Needs matplotlib."""
-        from nngauge.measures._plots import new_axes
+        """Accuracy against noise level, one line per layer; returns the Axes. Needs
+        matplotlib."""
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         for layer in self.layers:

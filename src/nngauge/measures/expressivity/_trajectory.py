@@ -24,7 +24,7 @@ from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.trajectories import Trajectory, as_trajectory, polyline_length
 
 DEFAULT_KINDS = ("activation", "pool")
@@ -32,7 +32,7 @@ INPUT, OUTPUT = "input", "output"
 
 
 @dataclass(frozen=True)
-class TrajectoryLayer:
+class TrajectoryLayer(Result):
     """The length of the trajectory's image at one layer.
 
     Attributes:
@@ -52,7 +52,7 @@ class TrajectoryLayer:
 
 
 @dataclass(frozen=True)
-class TrajectoryLengthResult(MeasureResult):
+class TrajectoryLengthResult(Result):
     """Arc length of a trajectory's image at every layer (Raghu et al. 2017, section 2.2).
 
     Attributes:
@@ -69,6 +69,9 @@ class TrajectoryLengthResult(MeasureResult):
             nngauge MLP (hard_tanh / relu, gaussian init, no norm or skip), else None.
     """
 
+    _rows = "layers"
+    _headline = "length"
+
     lengths: tuple[float, ...]
     growth: tuple[float, ...]
     layers: tuple[TrajectoryLayer, ...]
@@ -81,8 +84,9 @@ class TrajectoryLengthResult(MeasureResult):
 
     def plot(self, ax=None):
         """Length vs layer (log scale), with Theorem 3's lower bound l(x) rate^d and its
-        upper bound l(x) upper_rate^d at the activation layers when ``theory`` is known."""
-        from nngauge.measures._plots import new_axes
+        upper bound l(x) upper_rate^d at the activation layers when ``theory`` is known.
+        Returns the Axes."""
+        from nngauge._plots import new_axes
 
         ax = new_axes(ax)
         names = [row.name for row in self.layers]

@@ -32,7 +32,7 @@ from nngauge._internal.piecewise import (
     polyline_slices,
 )
 from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes
 from nngauge.measures.expressivity._trajectory import theory_overlay
 from nngauge.trajectories import Trajectory, line
@@ -43,7 +43,7 @@ RECORDED_ELEMENTS = 2**24
 
 
 @dataclass(frozen=True)
-class TransitionLayer:
+class TransitionLayer(Result):
     """Transitions of one activation layer (or, exact method, max-pooling site) along the
     trajectory.
 
@@ -69,7 +69,7 @@ class TransitionLayer:
 
 
 @dataclass(frozen=True)
-class TransitionsResult(MeasureResult):
+class TransitionsResult(Result):
     """Transitions and activation patterns along a trajectory (Raghu et al. 2017, sec. 2.1).
 
     Attributes:
@@ -97,6 +97,9 @@ class TransitionsResult(MeasureResult):
         smallest_piece: exact: length in t of the narrowest linear piece; None for "sampled".
     """
 
+    _rows = "layers"
+    _headline = "transitions"
+
     n_patterns: int
     n_transitions: int
     per_layer: tuple[int, ...]
@@ -115,14 +118,15 @@ class TransitionsResult(MeasureResult):
 
     def plot(self, ax=None):
         """Transitions per layer (log scale) beside Theorem 4's rate sqrt(k) / sqrt(1 +
-        sigma_b^2 / sigma_w^2) per layer (anchored at the first layer) when known."""
-        from nngauge.measures._plots import bar_per_layer
+        sigma_b^2 / sigma_w^2) per layer (anchored at the first layer) when known. Returns the
+        Axes."""
+        from nngauge._plots import line_per_layer
 
         reference = None
         if self.theory is not None and self.per_layer:
             rate = self.theory["theorem4_rate"]
             reference = [max(self.per_layer[0], 1) * rate ** i for i in range(len(self.per_layer))]
-        return bar_per_layer([row.name for row in self.layers],
+        return line_per_layer([row.name for row in self.layers],
                              [max(v, 0.5) for v in self.per_layer], ylabel="transitions",
                              log=True, ax=ax, reference=reference,
                              reference_label="Theorem 4 rate (O-constant 1)")

@@ -48,7 +48,7 @@ from nngauge.activations._torch import ActivationModule
 from nngauge.errors import invalid
 from nngauge.measures.generalization._fold import folded_graph, folded_mode, untraceable_batchnorm
 from nngauge.measures.generalization._norms import float_input_shape
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.measures.generalization._weights import WeightLayer, is_torch_module, weight_layers
 
 DEFAULT_DELTAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
@@ -59,7 +59,7 @@ _RELU_FUNCTIONS = {"relu", "relu_", "clamp", "clamp_", "clamp_min", "clip"}
 
 
 @dataclass(frozen=True)
-class ConditionLayer:
+class ConditionLayer(Result):
     """C2 and C3 of one weight layer W_i.
 
     Attributes:
@@ -88,7 +88,7 @@ class ConditionLayer:
 
 
 @dataclass(frozen=True)
-class ActivationC2:
+class ActivationC2(Result):
     """C2 of one ReLU node: its name (site), units, ``c2`` and ``c2_fraction`` as in
     :class:`ConditionLayer`."""
 
@@ -99,7 +99,7 @@ class ActivationC2:
 
 
 @dataclass(frozen=True)
-class ConditionsResult(MeasureResult):
+class ConditionsResult(Result):
     """Conditions C1-C3 of Theorem 1 on data.
 
     Attributes:
@@ -123,6 +123,9 @@ class ConditionsResult(MeasureResult):
         c1: 1/mu per sample and triple, shape (n_samples, n_triples) (not in to_dict;
             inf where a product vanishes).
     """
+
+    _rows = "layers"
+    _headline = "c3"
 
     mu: float
     condition_number: float

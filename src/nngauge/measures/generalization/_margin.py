@@ -19,11 +19,11 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import Real, constrained
 from nngauge._internal.losses import flat_scores
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 
 @dataclass(frozen=True)
-class MarginResult(MeasureResult):
+class MarginResult(Result):
     """Margins of a network on labelled data.
 
     Attributes:
@@ -38,6 +38,9 @@ class MarginResult(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
         margins: every point's margin, shape (m,), in data order (float64).
     """
+
+    _distribution = "margins"
+    _summary = ("margin", "hard_margin", "mean_margin")
 
     margin: float
     percentile: float

@@ -48,7 +48,7 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
-from nngauge.measures._result import MeasureResult, row_named
+from nngauge._results import Result, row_named
 from nngauge.measures.generalization._weights import WeightLayer, weight_layers
 
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")
@@ -116,7 +116,7 @@ def path_norm(model: nn.Module, p: float = 2, *, bias: bool = True,
 
 
 @dataclass(frozen=True)
-class LayerNorms:
+class LayerNorms(Result):
     """Norms of one weight layer W_i (h_i units, fan_in incoming weights per unit).
 
     Attributes:
@@ -179,7 +179,7 @@ def _layer_row(layer: WeightLayer) -> LayerNorms:
 
 
 @dataclass(frozen=True)
-class CapacityMeasure:
+class CapacityMeasure(Result):
     """One norm-based capacity bound over margin (section 2.2).
 
     Attributes:
@@ -198,7 +198,7 @@ class CapacityMeasure:
 
 
 @dataclass(frozen=True)
-class CapacityResult(MeasureResult):
+class CapacityResult(Result):
     """Norm-based capacity measures of a trained classifier (generalization paper 2.2-2.3).
 
     Attributes:
@@ -227,6 +227,9 @@ class CapacityResult(MeasureResult):
             folded away, a float64 copy.
     """
 
+    _rows = "layers"
+    _headline = "spectral"
+
     margin: float
     margin_percentile: float
     l2: float
@@ -248,8 +251,15 @@ class CapacityResult(MeasureResult):
     notes: tuple[str, ...]
     mode: MeasurementMode
 
-    def __getitem__(self, name: str) -> CapacityMeasure:
-        return row_named(self.measures, name, "a capacity measure")
+    def __getitem__(self, name: str) -> CapacityMeasure | LayerNorms:
+        """The capacity measure called ``name`` ("l2", "l1_path", "l2_path", "spectral"), or
+        else the norms of the layer called ``name``.
+
+        Raises:
+            UnknownNameError: (a KeyError) neither; the message lists the names there are.
+        """
+        return row_named((*self.measures, *self.layers), name,
+                         "a capacity measure or a layer of this CapacityResult")
 
 
 @constrained(margin_percentile=Real(0, 100, high_open=True), bias=Flag())

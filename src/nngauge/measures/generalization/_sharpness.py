@@ -43,7 +43,8 @@ from nngauge._constraints import (CALLABLE, Choice, Integer, Maybe, Numbers, Rea
 from nngauge._internal.losses import labelled_tensors, mean_loss, scalar_loss
 from nngauge.errors import invalid
 from nngauge.measures.generalization._local_noise import LocalNoise
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
+from nngauge._vocabulary import deprecated_attribute
 
 Noise = Literal["relative", "isotropic"]
 PERTURBED = "sharpness perturbs the parameters"
@@ -54,7 +55,7 @@ BoundForm = Literal["eq5", "eq6"]
 
 
 @dataclass(frozen=True)
-class SharpnessResult(MeasureResult):
+class SharpnessResult(Result):
     """Keskar's sharpness zeta_alpha (eq. 4).
 
     Attributes:
@@ -69,6 +70,8 @@ class SharpnessResult(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
         perturbation: nu* by parameter name (not in to_dict).
     """
+
+    _summary = ("sharpness", "loss", "max_loss")
 
     sharpness: float
     difference: float
@@ -86,7 +89,7 @@ class SharpnessResult(MeasureResult):
 
 
 @dataclass(frozen=True)
-class ExpectedSharpnessResult(MeasureResult):
+class ExpectedSharpnessResult(Result):
     """Expected sharpness E_nu[L(w + nu)] - L(w) and the matching KL term (eq. 5-6).
 
     Attributes:
@@ -107,6 +110,9 @@ class ExpectedSharpnessResult(MeasureResult):
             with method "local", the mini-batch mean of losses under noise drawn per point.
     """
 
+    _distribution = "perturbed_losses"
+    _summary = ("loss", "expected_loss")
+
     expected_sharpness: float
     stderr: float
     expected_loss: float
@@ -124,8 +130,14 @@ class ExpectedSharpnessResult(MeasureResult):
 
 
 @dataclass(frozen=True)
-class PACBayesPoint:
-    """One point of the bi-criteria curve (Figure 2 middle/right) and its bound."""
+class PACBayesPoint(Result):
+    """One point of the bi-criteria curve (Figure 2 middle/right) and its bound.
+
+    Attributes:
+        alpha: the noise scale (the point's coordinate).
+        kl, expected_sharpness, stderr, expected_loss: as in :class:`ExpectedSharpnessResult`.
+        bound: the PAC-Bayes bound at this alpha (:func:`pac_bayes_bound`).
+    """
 
     alpha: float
     kl: float
@@ -136,12 +148,13 @@ class PACBayesPoint:
 
 
 @dataclass(frozen=True)
-class PACBayesResult(MeasureResult):
+class PACBayesResult(Result):
     """KL against expected sharpness over alpha, and the PAC-Bayes bound at each alpha.
 
     Attributes:
-        layers: one :class:`PACBayesPoint` per alpha (named ``layers`` so ``to_frame()``
-            gives the curve as rows).
+        points: one :class:`PACBayesPoint` per alpha, in the order of the alphas
+            (``to_frame()`` gives one row per point). Until nngauge 0.3 also readable as
+            ``layers``, with a DeprecationWarning: they are points of a curve, not layers.
         train_loss: L(w) on all m points.
         best_bound, best_alpha: the smallest bound over the alphas and where.
         m, delta, form, noise: settings (form "eq5": ln(2m/delta); "eq6": ln(1/delta)).
@@ -149,7 +162,10 @@ class PACBayesResult(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
 
-    layers: tuple[PACBayesPoint, ...]
+    _rows = "points"
+    _headline = "bound"
+
+    points: tuple[PACBayesPoint, ...]
     train_loss: float
     best_bound: float
     best_alpha: float
@@ -160,15 +176,15 @@ class PACBayesResult(MeasureResult):
     method: str
     mode: MeasurementMode
 
+    layers = deprecated_attribute("points")
+
     def plot(self, ax=None):
-        """KL (log scale) against expected sharpness, as Figure 2. Needs matplotlib."""
-        from nngauge.errors import require_extra
+        """KL (log scale) against expected sharpness, as Figure 2; returns the Axes. Needs
+        matplotlib."""
+        from nngauge._plots import new_axes
 
-        require_extra("matplotlib", "report", "PACBayesResult.plot()")
-        import matplotlib.pyplot as plt
-
-        ax = ax or plt.gca()
-        ax.plot([p.expected_sharpness for p in self.layers], [p.kl for p in self.layers], "o-")
+        ax = new_axes(ax)
+        ax.plot([p.expected_sharpness for p in self.points], [p.kl for p in self.points], "o-")
         ax.set_xlabel("expected sharpness")
         ax.set_ylabel("KL")
         ax.set_yscale("log")
@@ -420,7 +436,7 @@ def pac_bayes(
         >>> net = torch.nn.Linear(3, 2)
         >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
         >>> r = pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.01, 0.1], n_samples=20)
-        >>> r.layers[0].kl > r.layers[1].kl
+        >>> r.points[0].kl > r.points[1].kl
         True
     """
     where = "pac_bayes()"
@@ -447,7 +463,7 @@ def pac_bayes(
             expected_loss=float(losses.mean()),
             bound=pac_bayes_bound(train_loss, sharp, kl / alpha**2, m, delta, form=form)))
     best = min(points, key=lambda p: p.bound)
-    return PACBayesResult(layers=tuple(points), train_loss=train_loss, best_bound=best.bound,
+    return PACBayesResult(points=tuple(points), train_loss=train_loss, best_bound=best.bound,
                           best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise,
                           method=used, mode=adapter.mode)
 

@@ -20,13 +20,13 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.probing import OUTPUT
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 DEFAULT_KINDS = ("linear", "conv", "norm", "activation")
 
 
 @dataclass(frozen=True)
-class CorrelationLayer:
+class CorrelationLayer(Result):
     """Pairwise correlations at one layer.
 
     Attributes:
@@ -46,7 +46,7 @@ class CorrelationLayer:
 
 
 @dataclass(frozen=True)
-class CorrelationResult(MeasureResult):
+class CorrelationResult(Result):
     """Correlations per layer and rho_max (shrinkage paper Theorem 1).
 
     Attributes:
@@ -59,6 +59,9 @@ class CorrelationResult(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
 
+    _rows = "layers"
+    _headline = "mean"
+
     layers: tuple[CorrelationLayer, ...]
     rho_max: float
     rho_max_searched: Optional[float]
@@ -66,11 +69,12 @@ class CorrelationResult(MeasureResult):
     n_samples: int
     mode: MeasurementMode
 
-    def plot(self, ax=None, reference: Optional[Sequence[float]] = None):
-        """Mean correlation and 1 - min per layer; ``reference``: a theory curve of rho."""
-        from nngauge.measures._plots import bar_per_layer
+    def plot(self, ax=None, *, reference: Optional[Sequence[float]] = None):
+        """Mean correlation per layer; ``reference``: a theory curve of rho, one value per
+        layer. Returns the Axes."""
+        from nngauge._plots import line_per_layer
 
-        return bar_per_layer([row.name for row in self.layers], [row.mean for row in self.layers],
+        return line_per_layer([row.name for row in self.layers], [row.mean for row in self.layers],
                              ylabel="mean correlation", ax=ax, reference=reference)
 
 

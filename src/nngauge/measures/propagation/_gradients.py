@@ -25,13 +25,13 @@ from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import per_sample_loss
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
-class GradientMetrics(MeasureResult):
+class GradientMetrics(Result):
     """Section 6 comparators of the NLC paper.
 
     Attributes:
@@ -42,6 +42,8 @@ class GradientMetrics(MeasureResult):
         d_in, n_samples: input dimension and samples seen.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
+
+    _summary = ("gvcs", "gradient_length", "lipschitz")
 
     gvcs: float
     gradient_length: float

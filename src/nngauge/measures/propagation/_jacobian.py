@@ -52,7 +52,7 @@ from nngauge._internal.jacobian import (
 )
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 Ord = Literal["op", "fro"]
 FroMethod = Literal["probe", "exact"]
@@ -70,7 +70,7 @@ times implied 1.5 to 2.4)."""
 
 
 @dataclass(frozen=True)
-class JacobianNormLayer:
+class JacobianNormLayer(Result):
     """Jacobian norm statistics of the sub-network from the input to one layer.
 
     Attributes:
@@ -98,7 +98,7 @@ class JacobianNormLayer:
 
 
 @dataclass(frozen=True)
-class JacobianNormResult(MeasureResult):
+class JacobianNormResult(Result):
     """Jacobian norms over data; ``norm`` is the network output's Q_x ||J(x)||.
 
     Attributes:
@@ -114,6 +114,9 @@ class JacobianNormResult(MeasureResult):
             reached it (both None for ``ord="fro"``).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
+
+    _rows = "layers"
+    _headline = "norm"
 
     norm: float
     mean: float

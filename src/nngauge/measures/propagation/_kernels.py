@@ -35,14 +35,14 @@ from nngauge._constraints import Choice, Integer, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.probing import OUTPUT
 from nngauge.errors import BudgetExceededError, invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 from nngauge.theory import condition_number, mean_normalized_dot_product
 
 Kind = Literal["conjugate", "ntk"]
 
 
 @dataclass(frozen=True)
-class KernelLayer:
+class KernelLayer(Result):
     """One layer's empirical Gram matrix, its conditioning and, when available, theory's.
 
     Attributes:
@@ -66,7 +66,7 @@ class KernelLayer:
 
 
 @dataclass(frozen=True)
-class KernelConditioning(MeasureResult):
+class KernelConditioning(Result):
     """Empirical kernel conditioning per layer (Agarwal et al. 2021, section 3, figure 1).
 
     Attributes:
@@ -79,6 +79,9 @@ class KernelConditioning(MeasureResult):
             kernels would run past :func:`nngauge.theory.nngp`'s time budget); None otherwise.
     """
 
+    _rows = "layers"
+    _headline = "condition_number"
+
     kind: str
     layers: tuple[KernelLayer, ...]
     skipped: dict
@@ -87,11 +90,12 @@ class KernelConditioning(MeasureResult):
     theory_skipped: Optional[str] = None
 
     def plot(self, ax=None):
-        """Condition number per layer (log scale), with theory's when available."""
-        from nngauge.measures._plots import bar_per_layer
+        """Condition number per layer (log scale), with theory's when available. Returns the
+        Axes."""
+        from nngauge._plots import line_per_layer
 
         theory = [row.theory_condition_number for row in self.layers]
-        return bar_per_layer([row.name for row in self.layers],
+        return line_per_layer([row.name for row in self.layers],
                              [row.condition_number for row in self.layers],
                              ylabel=f"condition number ({self.kind})", log=True, ax=ax,
                              reference=theory if None not in theory else None)

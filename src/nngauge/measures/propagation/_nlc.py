@@ -41,7 +41,7 @@ from nngauge._internal.probing import (
     gaussian_like,
 )
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult, row_named
+from nngauge._results import Result
 
 Method = Literal["probe", "forward", "exact"]
 HIGH_BIAS_THRESHOLD = 1000.0
@@ -52,7 +52,7 @@ ISOTROPY_SAMPLES = 1024
 
 
 @dataclass(frozen=True)
-class NLCLayer:
+class NLCLayer(Result):
     """The NLC of the sub-network from the input to one layer's output."""
 
     name: str
@@ -66,7 +66,7 @@ class NLCLayer:
 
 
 @dataclass(frozen=True)
-class NLCResult(MeasureResult):
+class NLCResult(Result):
     """The NLC of a network on data (NLC paper Definition 1, estimator of section G).
 
     Attributes:
@@ -93,6 +93,8 @@ class NLCResult(MeasureResult):
             module, batchnorm and dropout modes, precision, fallbacks.
     """
 
+    _summary = ("nlc", "output_bias")
+
     nlc: float
     stderr: float
     jacobian_rms: float
@@ -112,7 +114,7 @@ class NLCResult(MeasureResult):
 
 
 @dataclass(frozen=True)
-class NLCProfile(MeasureResult):
+class NLCProfile(Result):
     """NLC of the sub-network from the input to each chosen layer (NLC paper section 5: the
     NLC compounds roughly exponentially with depth).
 
@@ -123,6 +125,9 @@ class NLCProfile(MeasureResult):
         input_std, d_in, n_samples, batch_size, method, batch_coupled, n_probes,
             input_isotropy, mode: as in :class:`NLCResult`.
     """
+
+    _rows = "layers"
+    _headline = "nlc"
 
     layers: tuple[NLCLayer, ...]
     skipped: dict
@@ -136,14 +141,12 @@ class NLCProfile(MeasureResult):
     input_isotropy: float
     mode: MeasurementMode
 
-    def __getitem__(self, name: str) -> NLCLayer:
-        return row_named(self.layers, name, "a measured layer")
-
     def plot(self, ax=None):
-        """NLC (log scale) of each sub-network against its layer. Needs matplotlib."""
-        from nngauge.measures._plots import bar_per_layer
+        """NLC (log scale) of each sub-network against its layer; returns the Axes. Needs
+        matplotlib."""
+        from nngauge._plots import line_per_layer
 
-        return bar_per_layer([l.name for l in self.layers], [l.nlc for l in self.layers],
+        return line_per_layer([l.name for l in self.layers], [l.nlc for l in self.layers],
                              ylabel="NLC of input -> layer", log=True, ax=ax)
 
 

@@ -46,7 +46,7 @@ from nngauge._internal.jacobian import JacobianProducts
 from nngauge._internal.losses import check_class_labels
 from nngauge._internal.probing import Moments, check_min_samples, gaussian_like
 from nngauge.errors import invalid
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 K_MIN = 1e-9
 K_FACTOR = 10.0 ** 0.1
@@ -61,7 +61,7 @@ def k_grid(k_max: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class RegionSize(MeasureResult):
+class RegionSize(Result):
     """Relative size of a region in units of the input-space diameter.
 
     Attributes:
@@ -73,6 +73,9 @@ class RegionSize(MeasureResult):
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
         base_error: mean error at X (error_preserving_perturbation only, else None).
     """
+
+    _distribution = "values"
+    _summary = "median"
 
     median: float
     values: np.ndarray = field(repr=False, compare=False)

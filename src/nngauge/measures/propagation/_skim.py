@@ -26,7 +26,7 @@ from nngauge._constraints import NAME, constrained
 from nngauge._internal.probing import check_min_samples
 from nngauge.errors import invalid
 from nngauge.measures.propagation._correlations import cosine_matrix
-from nngauge.measures._result import MeasureResult
+from nngauge._results import Result
 
 
 class LinearizedBlock(nn.Module):
@@ -51,7 +51,7 @@ class LinearizedBlock(nn.Module):
 
 
 @dataclass(frozen=True)
-class SkimResult(MeasureResult):
+class SkimResult(Result):
     """A skimmed network and how much it differs from the original on the data.
 
     Attributes:
@@ -65,6 +65,8 @@ class SkimResult(MeasureResult):
         parameters_removed: parameters of the block minus those of its linearization.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
     """
+
+    _summary = ("deviation", "min_input_correlation")
 
     model: nn.Module = field(repr=False, compare=False)
     block: tuple[str, ...]
