@@ -150,7 +150,7 @@ def _seed_or_default(seed: Optional[int]) -> int:
 
 
 def _seed_with_generator(seed: Optional[int], generator: Any) -> Any:
-    """seed= beside generator= (the seed the generator was made with, as ``run`` asked):
+    """seed= beside generator= (the seed the generator was made with, as run() asked):
     the int seed alone, whose fresh generator draws the same numbers."""
     return generator if seed is None else seed
 
