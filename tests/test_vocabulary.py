@@ -384,6 +384,16 @@ def test_a_library_module_calling_an_old_name_fails_the_tests_a_user_only_gets_a
             nngauge.capacity(NET, X, FITTED, margin_percentile=5)
 
 
+def test_a_tracker_option_under_its_old_name_warns_at_the_users_line_with_the_same_values():
+    from nngauge.training import Tracker
+
+    old, caught = _deprecations(lambda: Tracker([("sharpness", {"steps": 2})]))
+    assert len(caught) == 1 and "'n_iter'" in str(caught[0].message)
+    assert caught[0].filename == __file__
+    new = Tracker([("sharpness", {"n_iter": 2})])
+    assert _same(old.step(NET, (X, Y)), new.step(NET, (X, Y)))
+
+
 # ----------------------------------------------------------------------- the generator rule
 
 

@@ -15,7 +15,9 @@ The warning is attributed to the first caller outside this module (``warnings.wa
 ``stacklevel`` counts the decorators' frames), so that a filter on the caller's module (the
 test configuration's ``error::DeprecationWarning:nngauge.*``) catches the library calling an
 old name and lets a user's code (or a test) call it with a warning. Put these decorators
-outermost, above :func:`nngauge._constraints.constrained`.
+outermost, above :func:`nngauge._constraints.constrained`. Keyword arguments a user hands the
+library to pass on (the Tracker's options) go through :func:`with_new_names`, whose warning
+points at the user's code.
 
 Example:
     >>> import warnings
@@ -109,11 +111,19 @@ def layout_message(old: str, new: str) -> str:
             f"use {new}")
 
 
-def _warn(message: str) -> None:
+def _warn(message: str, *, outside_nngauge: bool = False) -> None:
     """A DeprecationWarning attributed to the first frame outside this module (the caller of
-    the outermost decorator, however many of this module's wrappers are stacked)."""
+    the outermost decorator, however many of this module's wrappers are stacked), or outside
+    the whole package for names a user passed through it (:func:`with_new_names`)."""
+
+    def inside(frame: Any) -> bool:
+        if frame.f_code.co_filename == __file__:
+            return True
+        module = frame.f_globals.get("__name__", "")
+        return outside_nngauge and (module == "nngauge" or module.startswith("nngauge."))
+
     frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and inside(frame):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, DeprecationWarning, stacklevel=level)
 
@@ -148,35 +158,48 @@ def renamed(**names: str | tuple) -> Callable[[F], F]:
 
         @functools.wraps(function)
         def accepting_old_names(*args: Any, **kwargs: Any) -> Any:
-            for old in [k for k in kwargs if k in table]:
-                rename = table[old]
-                value = kwargs.pop(old)
-                if rename.new in kwargs:
-                    if rename.merge is None:
-                        raise invalid(where, f"{rename.new!r} alone", f"both {old!r} "
-                                      f"(deprecated) and {rename.new!r}", f"drop {old!r}")
-                    kwargs[rename.new] = rename.merge(value, kwargs[rename.new])
-                else:
-                    kwargs[rename.new] = (value if rename.translate is None
-                                          else rename.translate(value))
-                _warn(deprecation_message(where, old, rename.new))
-            return function(*args, **kwargs)
+            return function(*args, **_renewed(table, kwargs, where))
 
         return accepting_old_names  # type: ignore[return-value]
 
     return decorate
 
 
-def old_names(function: Callable) -> frozenset[str]:
-    """The deprecated keywords ``function`` (decorated or not) still accepts.
+def _renewed(table: dict[str, Rename], kwargs: dict, where: str, *,
+             outside_nngauge: bool = False) -> dict:
+    """``kwargs`` with every old keyword of ``table`` under its new name (translated, or
+    merged with the new one), one warning each."""
+    for old in [k for k in kwargs if k in table]:
+        rename = table[old]
+        value = kwargs.pop(old)
+        if rename.new in kwargs:
+            if rename.merge is None:
+                raise invalid(where, f"{rename.new!r} alone", f"both {old!r} "
+                              f"(deprecated) and {rename.new!r}", f"drop {old!r}")
+            kwargs[rename.new] = rename.merge(value, kwargs[rename.new])
+        else:
+            kwargs[rename.new] = value if rename.translate is None else rename.translate(value)
+        _warn(deprecation_message(where, old, rename.new), outside_nngauge=outside_nngauge)
+    return kwargs
+
+
+def with_new_names(function: Callable, options: dict, where: str) -> dict:
+    """Keyword arguments a user gave for ``function`` through the library (the Tracker's
+    options), deprecated names replaced by the new ones as ``function`` itself would, the
+    warning attributed to the user's code.
 
     Example:
         >>> from nngauge.measures import capacity
-        >>> sorted(old_names(capacity))
-        ['margin_percentile']
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     with_new_names(capacity, {"margin_percentile": 10}, "Tracker")
+        {'percentile': 10}
+        >>> len(caught)
+        1
     """
     qualified = _qualified(function)
-    return frozenset(r.old for r in RENAMES if r.function == qualified)
+    table = {r.old: r for r in RENAMES if r.function == qualified}
+    return _renewed(table, dict(options), where, outside_nngauge=True)
 
 
 def legacy_layout(old: str, new: str, *, matches: Callable[[tuple, dict], bool],
@@ -226,4 +249,4 @@ def legacy_layout(old: str, new: str, *, matches: Callable[[tuple, dict], bool],
 
 
 __all__ = ["LAYOUTS", "Layout", "REMOVED_IN", "RENAMES", "Rename", "deprecation_message",
-           "layout_message", "legacy_layout", "old_names", "renamed"]
+           "layout_message", "legacy_layout", "renamed", "with_new_names"]

@@ -79,7 +79,8 @@ The Tracker's own
 
 Options replace the defaults and may give the inputs themselves (fixed for every step), e.g.
 ``("transitions", {"x0": a, "x1": b, "method": "sampled"})``. A deprecated option name
-(:data:`nngauge._vocabulary.RENAMES`) still works, with the function's DeprecationWarning.
+(:data:`nngauge._vocabulary.RENAMES`) still works, with a DeprecationWarning when the Tracker
+is built.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-from nngauge._vocabulary import old_names
+from nngauge._vocabulary import with_new_names
 from nngauge.errors import MissingDependencyError, UnknownNameError, invalid
 from nngauge.trajectories import Trajectory, line
 
@@ -264,6 +265,7 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
     if isinstance(spec, str):
         entry = _entry(spec)
         function = _load(spec, entry)
+        options = with_new_names(function, options, f"Tracker measure {name!r}")
         inputs, options = entry.inputs, {**entry.defaults, **options}
     elif callable(spec):
         function, inputs = spec, None
@@ -303,14 +305,13 @@ def _load(name: str, entry: TrackedMeasure) -> Callable[..., Any]:
 
 
 def _check_arguments(name: str, function: Callable[..., Any], arguments: set[str]) -> bool:
-    """Refuse arguments the function does not take (its deprecated names pass, to warn);
-    whether it takes ``generator``."""
+    """Refuse arguments the function does not take; whether it takes ``generator``."""
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):  # builtins without a signature
         return False
     open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    unknown = arguments - set(list(parameters)[1:]) - old_names(function)
+    unknown = arguments - set(list(parameters)[1:])
     if unknown and not open_ended:
         raise invalid(f"Tracker measure {name!r}", f"options among {list(parameters)[1:]}",
                       f"{sorted(unknown)}", "drop or rename those options")
