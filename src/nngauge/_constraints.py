@@ -316,6 +316,10 @@ class Maybe(Constraint):
         return None if value is None else self.inner.normalized(value)
 
 
+_SEED = Integer(0, 2**64 - 1)
+_TORCH_GENERATOR = TorchInstance("torch.Generator", "a torch.Generator")
+
+
 @dataclass(frozen=True)
 class RandomSource(Constraint):
     """A ``torch.Generator`` or an int seed in [0, 2^64) (what ``Generator.manual_seed``
@@ -327,8 +331,7 @@ class RandomSource(Constraint):
     keep_seed: bool = False
 
     def accepts(self, value: Any) -> bool:
-        return (Integer(0, 2**64 - 1).accepts(value)
-                or TorchInstance("torch.Generator", "").accepts(value))
+        return _SEED.accepts(value) or _TORCH_GENERATOR.accepts(value)
 
     def expected(self) -> str:
         return "a torch.Generator or an int seed >= 0"
