@@ -68,19 +68,19 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     model = mlp(40, args.width, 3, 3, generator=torch.Generator().manual_seed(0))
-    data = waveform_noise(args.n, seed=0)
+    data = waveform_noise(args.n, generator=0)
     x, y = data.inputs, data.labels
     n_params = sum(p.numel() for p in model.parameters())
     steps = (args.steps, args.steps)
     print(f"MLP 40-{args.width}-{args.width}-3 ({n_params:,} parameters), {args.n} points, "
           f"grid {steps[0]} x {steps[1]}, {torch.get_num_threads()} threads")
 
-    reference = loss_landscape(model, (x, y), steps=steps, generator=torch.Generator()
+    reference = loss_landscape(model, (x, y), resolution=steps, generator=torch.Generator()
                                .manual_seed(1))
     directions = reference.directions
 
     def batched():
-        return loss_landscape(model, (x, y), directions=directions, steps=steps).losses
+        return loss_landscape(model, (x, y), directions=directions, resolution=steps).losses
 
     def looped():
         return loop_over_copies(model, directions, reference.coordinates, x, y)

@@ -8,7 +8,7 @@ perturbations per alpha, each on its own mini-batch of 64) on nngauge.nn.mlp(100
   sum_i w_i^2 / (2 sigma_i^2), the expected sharpness by the in-place loop of
   ``bench_sharpness.in_place_loop`` (no_grad, noise added in place, weights restored by
   ``copy_``), and the bound L(w) + expected sharpness + sqrt((KL + ln(2m / delta)) / m);
-- nngauge: ``pac_bayes(model, F.cross_entropy, (x, y), alphas=...)`` at its defaults
+- nngauge: ``pac_bayes(model, (x, y), loss=F.cross_entropy, alphas=...)`` at its defaults
   (``method="auto"``: the local reparameterization for this model).
 
 Both warm (one untimed call each), interleaved A, B, A, B, medians of ``--repeats``, load
@@ -72,8 +72,8 @@ def main() -> None:
     sides = {
         "loop": lambda: in_place_curve(model, x, y, args.alphas, args.n_samples, 64, 0.05,
                                        torch.Generator().manual_seed(next(seeds))),
-        "nngauge": lambda: pac_bayes(model, F.cross_entropy, (x, y), alphas=args.alphas,
-                                     n_samples=args.n_samples, batch_size=64,
+        "nngauge": lambda: pac_bayes(model, (x, y), loss=F.cross_entropy, alphas=args.alphas,
+                                     n_probes=args.n_samples, batch_size=64,
                                      generator=torch.Generator().manual_seed(next(seeds))),
     }
     load_before = _rows.load()

@@ -99,7 +99,7 @@ def main() -> None:
                                            torch.Generator().manual_seed(next(seeds)))}
     for method in args.method:
         sides[method] = lambda method=method: expected_sharpness(
-            model, F.cross_entropy, (x, y), alpha=args.alpha, n_samples=args.n_samples,
+            model, (x, y), loss=F.cross_entropy, alpha=args.alpha, n_probes=args.n_samples,
             batch_size=64, method=method, generator=torch.Generator().manual_seed(next(seeds)))
 
     load_before = _rows.load()

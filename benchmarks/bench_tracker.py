@@ -34,7 +34,7 @@ def run(steps: int, width: int, depth: int, tracker) -> float:
     """Seconds per training step of ``steps`` SGD steps (after 5 warm-up steps)."""
     net = mlp(40, width, depth, 3, generator=torch.Generator().manual_seed(0))
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    data = waveform_noise(250 * 8, seed=0)
+    data = waveform_noise(250 * 8, generator=0)
     batches = [(data.inputs[i:i + 250], data.labels[i:i + 250]) for i in range(0, 2000, 250)]
 
     def step(i):

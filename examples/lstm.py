@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="lstm-report.html")
     args = parser.parse_args(argv)
     model = build()
-    data = waveform_noise(1000, seed=0)
+    data = waveform_noise(1000, generator=0)
 
     report = build_report(model, (data.inputs, data.labels), quick=args.quick)
     print(report.summary())
@@ -45,8 +45,8 @@ def main(argv=None) -> None:
 
     profile = nngauge.nlc_profile(model, data.inputs, generator=torch.Generator().manual_seed(1))
     print(f"NLC {profile.layers[-1].nlc:.3g}; notes: {list(profile.mode.notes)}")
-    sharp = nngauge.expected_sharpness(model, None, (data.inputs, data.labels), alpha=1e-3,
-                                       n_samples=20, generator=torch.Generator().manual_seed(2))
+    sharp = nngauge.expected_sharpness(model, (data.inputs, data.labels), alpha=1e-3,
+                                       n_probes=20, generator=torch.Generator().manual_seed(2))
     print(f"expected sharpness {sharp.expected_sharpness:.3g} +- {sharp.stderr:.2g} "
           f"({sharp.method}); notes: {list(sharp.mode.notes)}")
 

@@ -67,8 +67,8 @@ def main() -> None:
             train_err = (net(x_train).argmax(1) != y_train).float().mean().item()
             test_err = (net(x_test).argmax(1) != y_test).float().mean().item()
         cap = capacity(net, x_train, y_train)
-        sharp = expected_sharpness(net, F.cross_entropy, (x_train, y_train), alpha=args.alpha,
-                                   n_samples=200, generator=torch.Generator().manual_seed(1))
+        sharp = expected_sharpness(net, (x_train, y_train), loss=F.cross_entropy,
+                                   alpha=args.alpha, n_probes=200, generator=1)
         print(f"{width:>6} {train_err:>9.3f} {test_err:>8.3f} {cap.margin:>7.3f} "
               f"{cap['l2'].plain:>9.3g} {cap['l1_path'].plain:>9.3g} "
               f"{cap['l2_path'].plain:>9.3g} {cap['spectral'].plain:>9.3g} "

@@ -18,7 +18,6 @@ import re
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nngauge._constraints import declared
@@ -35,7 +34,7 @@ DATA_ARGUMENTS = {"data", "labels", "inputs", "x0", "x1", "trajectory", "templat
 and the adapter: tests/test_input_contract.py and each measure's tests)."""
 
 STRUCTURED = {
-    "loss_landscape": {"directions", "steps", "span", "modules"},
+    "loss_landscape": {"directions", "resolution", "span"},
     "plane": {"directions"},
     "weight_transitions": {"span"},
     "regions": {"bounds"},
@@ -63,11 +62,11 @@ def _valid_arguments(name: str) -> tuple:
         "capacity": (net, pair), "margin": (net, pair), "gradient_metrics": (net, pair),
         "error_preserving_perturbation": (net, pair), "hessian": (net, pair),
         "loss_landscape": (net, pair),
-        "expected_sharpness": (net, F.cross_entropy, pair, 0.01),
-        "pac_bayes": (net, F.cross_entropy, pair, [0.01]),
-        "sharpness": (net, F.cross_entropy, pair),
+        "expected_sharpness": (net, pair, None, 0.01),
+        "pac_bayes": (net, pair, None, [0.01]),
+        "sharpness": (net, pair),
         "fold_batchnorm": (net,), "path_norm": (net,),
-        "skim": (net, "0", "1", x),
+        "skim": (net, x, ("0", "1")),
         "dichotomies": (net, x[:3], "0"),
         "trajectory_length": (net, line(x[0], x[1], 9)),
         "transitions": (net, x[0], x[1]),

@@ -37,7 +37,7 @@ def test_layer_statistics_equal_brute_force_cosines():
 
 
 def test_search_finds_a_less_correlated_pair():
-    result = correlations(net(), X, layers=["5"], search_steps=50)
+    result = correlations(net(), X, layers=["5"], n_iter=50)
     row = result.layers[1]
     assert row.searched_min is not None and row.searched_min <= row.min
     assert result.rho_max_searched <= result.rho_max
@@ -45,7 +45,7 @@ def test_search_finds_a_less_correlated_pair():
 
 def test_state_and_grads_untouched():
     model = net()
-    correlations(model, X, search_steps=5)
+    correlations(model, X, n_iter=5)
     assert all(p.grad is None and p.requires_grad for p in model.parameters())
 
 

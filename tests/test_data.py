@@ -21,7 +21,7 @@ def test_base_waves_are_breimans_triangles():
 
 @pytest.fixture(scope="module")
 def big_waveform():
-    return waveform_noise(30000, seed=1)
+    return waveform_noise(30000, generator=1)
 
 
 def test_waveform_class_conditional_moments_match_the_mixture(big_waveform):
@@ -61,7 +61,8 @@ def test_waveform_mixing_weight_is_uniform(big_waveform):
 
 
 def test_waveform_is_balanced_deterministic_and_typed():
-    a, b, c = waveform_noise(301, seed=3), waveform_noise(301, seed=3), waveform_noise(301, seed=4)
+    a, b = waveform_noise(301, generator=3), waveform_noise(301, generator=3)
+    c = waveform_noise(301, generator=4)
     assert isinstance(a, LabelledData) and a.inputs.dtype == torch.float32
     assert a.labels.dtype == torch.int64 and sorted(a.labels.bincount().tolist()) == [100, 100, 101]
     assert torch.equal(a.inputs, b.inputs) and torch.equal(a.labels, b.labels)
@@ -78,7 +79,7 @@ def test_digits_is_sklearns_bundled_set():
 
 
 def test_gaussian_inputs_and_linear_teacher_labels():
-    data = gaussian(2000, 6, seed=2, n_classes=3)
+    data = gaussian(2000, 6, generator=2, n_classes=3)
     x = data.inputs.double()
     assert data.inputs.shape == (2000, 6) and data.labels.dtype == torch.int64
     assert float(x.mean(0).abs().max()) < 0.1 and float((x.var(0) - 1).abs().max()) < 0.15
@@ -89,7 +90,7 @@ def test_gaussian_inputs_and_linear_teacher_labels():
     clf = LogisticRegression(C=1e6, fit_intercept=False, max_iter=5000)
     clf.fit(x.numpy(), data.labels.numpy())
     assert clf.score(x.numpy(), data.labels.numpy()) > 0.995
-    assert torch.equal(gaussian(50, 6, seed=2).inputs, gaussian(50, 6, seed=2).inputs)
+    assert torch.equal(gaussian(50, 6, generator=2).inputs, gaussian(50, 6, generator=2).inputs)
 
 
 def _point_normalized(x):
@@ -100,8 +101,8 @@ def _point_normalized(x):
 def test_preprocess_d2_properties_against_sklearn_pca():
     from sklearn.decomposition import PCA
 
-    train, val, test = split(digits(), (0.6, 0.2, 0.2), seed=0)
-    (ptrain, pval, ptest), t = preprocess(train, val, test, seed=1)
+    train, val, test = split(digits(), (0.6, 0.2, 0.2), generator=0)
+    (ptrain, pval, ptest), t = preprocess(train, val, test, generator=1)
     z = _point_normalized(train.inputs)
     pca = PCA().fit(z)  # independent: sklearn centers and diagonalizes
     k = int(np.searchsorted(np.cumsum(pca.explained_variance_ratio_), 0.99) + 1)
@@ -125,7 +126,7 @@ def test_preprocess_d2_properties_against_sklearn_pca():
 
 def test_preprocess_haar_projection_is_a_random_orthonormal_frame():
     x = torch.randn(200, 12, generator=torch.Generator().manual_seed(0))
-    (out,), t = preprocess(x, variance=1.0, projection="haar", seed=3)
+    (out,), t = preprocess(x, variance=1.0, projection="haar", generator=3)
     m = t.matrix.numpy()
     assert m.shape == (12, t.n_components)
     np.testing.assert_allclose(m.T @ m, np.eye(m.shape[1]), atol=1e-10)
@@ -137,7 +138,7 @@ def test_preprocess_haar_projection_is_a_random_orthonormal_frame():
     d_in = np.linalg.norm(span[:, None] - span[None], axis=-1)
     d_out = np.linalg.norm((span @ m)[:, None] - (span @ m)[None], axis=-1)
     np.testing.assert_allclose(d_out, d_in, atol=1e-10)
-    assert not np.allclose(preprocess(x, projection="haar", seed=4).transform.matrix, m)
+    assert not np.allclose(preprocess(x, projection="haar", generator=4).transform.matrix, m)
 
 
 def test_standardize_features():
@@ -151,13 +152,13 @@ def test_standardize_features():
 
 def test_split_partitions_the_data():
     data = LabelledData(torch.arange(1000.0)[:, None], torch.arange(1000))
-    parts = split(data, (0.6, 0.2, 0.2), seed=5)
+    parts = split(data, (0.6, 0.2, 0.2), generator=5)
     assert [len(p.labels) for p in parts] == [600, 200, 200]
     ids = torch.cat([p.labels for p in parts])
     assert sorted(ids.tolist()) == list(range(1000))  # disjoint and complete
     for p in parts:
         assert torch.equal(p.inputs[:, 0].long(), p.labels)  # rows stay paired
-    again = split(data, (0.6, 0.2, 0.2), seed=5)
+    again = split(data, (0.6, 0.2, 0.2), generator=5)
     assert all(torch.equal(a.labels, b.labels) for a, b in zip(parts, again))
     assert [len(p.labels) for p in split(data, (1 / 3, 1 / 3, 1 / 3))] == [333, 334, 333]
 
@@ -183,8 +184,8 @@ def test_bad_input_raises_with_expected_got_fix(call):
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: waveform_noise(10, seed=-1), "seed an integer in"),
-    (lambda: gaussian(10, 3, seed=1.5), "seed an integer in"),
+    (lambda: waveform_noise(10, generator=-1), "generator None or a torch.Generator or an int seed"),
+    (lambda: gaussian(10, 3, generator=1.5), "generator None or a torch.Generator or an int seed"),
     (lambda: split(waveform_noise(10), "abc"), "fractions a non-empty sequence"),
     (lambda: split(waveform_noise(10), (0.5, float("nan"))), "fractions a non-empty sequence"),
     (lambda: preprocess(torch.randn(5, 4), variance=float("nan")), "variance a number in"),
@@ -202,11 +203,11 @@ def test_declared_options_are_refused_with_their_range(call, match):
 
 def test_numpy_integers_are_accepted_as_counts_and_seeds():
     i = np.int64
-    assert torch.equal(gaussian(i(10), i(3), seed=i(2), n_classes=i(3)).inputs,
-                       gaussian(10, 3, seed=2, n_classes=3).inputs)
-    assert len(waveform_noise(i(9), seed=i(1)).labels) == 9
+    assert torch.equal(gaussian(i(10), i(3), generator=i(2), n_classes=i(3)).inputs,
+                       gaussian(10, 3, generator=2, n_classes=3).inputs)
+    assert len(waveform_noise(i(9), generator=i(1)).labels) == 9
     assert [len(p.labels) for p in split(waveform_noise(10), np.array([0.5, 0.5]),
-                                         seed=i(3))] == [5, 5]
+                                         generator=i(3))] == [5, 5]
     new = random_labels(torch.arange(6) % 2, 1.0, n_classes=i(5),
                         generator=torch.Generator().manual_seed(0))
     assert int(new.max()) < 5

@@ -51,7 +51,7 @@ def brute_force_labellings(model, x, layer, direction, n_steps):
 @pytest.mark.parametrize("layer, d_out", [("0", 1), ("4", 1), ("2", 3)])
 def test_batched_sweep_equals_an_explicit_loop(layer, d_out):
     model, x = hard_tanh_net(0, depth=3, width=12, d_out=d_out), inputs(1, s=9)
-    r = dichotomies(model, x, layer=layer, n_steps=300, chunk_size=64,
+    r = dichotomies(model, x, layer=layer, resolution=300, chunk_size=64,
                     generator=torch.Generator().manual_seed(2))
     loop = brute_force_labellings(model, x, layer, r.direction, 300)
     assert torch.equal(r.labellings, loop)
@@ -65,7 +65,7 @@ def test_batched_sweep_equals_an_explicit_loop(layer, d_out):
 
 def test_direction_spans_a_great_circle_through_the_weights():
     model = hard_tanh_net(0, depth=2, width=8)
-    r = dichotomies(model, inputs(0), layer="2", n_steps=10,
+    r = dichotomies(model, inputs(0), layer="2", resolution=10,
                     generator=torch.Generator().manual_seed(0))
     w0 = model[2].weight.detach()
     assert abs(float((r.direction * w0).sum())) < 1e-10 * float(w0.norm()) ** 2
@@ -79,11 +79,11 @@ def test_sweeping_the_output_layer_flips_each_label_exactly_twice():
     # distinct labellings (equal labellings on two arcs would need an arc crossing both
     # flip points of every input, i.e. the complementary arc crossing none).
     model, s = hard_tanh_net(3, depth=3, width=16), 15
-    r = dichotomies(model, inputs(4, s=s), layer="6", n_steps=20_000,
+    r = dichotomies(model, inputs(4, s=s), layer="6", resolution=20_000,
                     generator=torch.Generator().manual_seed(5))
     assert r.label_flips == 2 * s
     assert r.n_dichotomies == 2 * s
-    coarse = dichotomies(model, inputs(4, s=s), layer="6", n_steps=3,
+    coarse = dichotomies(model, inputs(4, s=s), layer="6", resolution=3,
                          generator=torch.Generator().manual_seed(5))
     assert coarse.label_flips == 2 * s  # arcs of length pi always hold a grid point
 
@@ -96,7 +96,7 @@ def test_remaining_depth_earlier_layers_give_more_dichotomies():
     means = []
     for layer in layers:
         counts = [dichotomies(hard_tanh_net(seed), inputs(100 + seed), layer=layer,
-                              n_steps=400, generator=torch.Generator().manual_seed(seed)
+                              resolution=400, generator=torch.Generator().manual_seed(seed)
                               ).n_dichotomies for seed in range(3)]
         means.append(sum(counts) / len(counts))
     assert all(a > b for a, b in zip(means, means[1:])), means
@@ -107,7 +107,7 @@ def test_model_untouched_and_batchnorm_statistics_preserved():
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Tanh(), nn.Linear(8, 2))
     model.train()
     before = copy.deepcopy(model.state_dict())
-    r = dichotomies(model, torch.randn(6, 4), layer="0", n_steps=50)
+    r = dichotomies(model, torch.randn(6, 4), layer="0", resolution=50)
     assert 1 <= r.n_dichotomies <= 50
     assert model.training and model[1].training
     for key, value in model.state_dict().items():
@@ -117,8 +117,8 @@ def test_model_untouched_and_batchnorm_statistics_preserved():
 
 def test_deterministic_and_chunking_invariant():
     model, x = hard_tanh_net(1, depth=2, width=8), inputs(2, s=7)
-    a = dichotomies(model, x, layer="0", n_steps=97, generator=torch.Generator().manual_seed(9))
-    b = dichotomies(model, x, layer="0", n_steps=97, chunk_size=10,
+    a = dichotomies(model, x, layer="0", resolution=97, generator=torch.Generator().manual_seed(9))
+    b = dichotomies(model, x, layer="0", resolution=97, chunk_size=10,
                     generator=torch.Generator().manual_seed(9))
     assert torch.equal(a.labellings, b.labellings) and a.n_dichotomies == b.n_dichotomies
     assert a.settings["chunk_size"] == 97 and b.settings["chunk_size"] == 10
@@ -128,7 +128,7 @@ def test_deterministic_and_chunking_invariant():
 
 def test_one_step_is_the_models_own_labelling():
     model, x = hard_tanh_net(1, depth=2, width=8), inputs(2, s=7)
-    r = dichotomies(model, x, layer="2", n_steps=1)
+    r = dichotomies(model, x, layer="2", resolution=1)
     assert r.n_dichotomies == 1 and r.label_flips == 0
     assert torch.equal(r.labellings[0], (model(x)[:, 0] > 0).long())
 
@@ -142,12 +142,12 @@ def test_errors():
     with pytest.raises(InvalidInputError, match="name"):
         dichotomies(model, x, layer=0)
     for bad in (0, -3, 2.5, True):
-        with pytest.raises(InvalidInputError, match="n_steps"):
-            dichotomies(model, x, layer="0", n_steps=bad)
+        with pytest.raises(InvalidInputError, match="resolution"):
+            dichotomies(model, x, layer="0", resolution=bad)
     with pytest.raises(InvalidInputError, match="chunk_size"):
         dichotomies(model, x, layer="0", chunk_size=0)
     with pytest.raises(InvalidInputError, match="inputs the model|vmap"):
-        dichotomies(model, torch.randn(5, 3, dtype=torch.float64), layer="0", n_steps=4)
+        dichotomies(model, torch.randn(5, 3, dtype=torch.float64), layer="0", resolution=4)
     zero = copy.deepcopy(model)
     with torch.no_grad():
         zero[0].weight.zero_()
@@ -159,7 +159,7 @@ def test_plot_and_frame():
     import matplotlib
 
     matplotlib.use("Agg")
-    r = dichotomies(hard_tanh_net(0, depth=2, width=8), inputs(0, s=5), layer="0", n_steps=40,
+    r = dichotomies(hard_tanh_net(0, depth=2, width=8), inputs(0, s=5), layer="0", resolution=40,
                     generator=torch.Generator().manual_seed(0))
     ax = r.plot()
     assert ax.images[0].get_array().shape == (5, 40)

@@ -122,7 +122,7 @@ def test_one_hidden_layer_attains_or_respects_the_bound(activation):
         normals, offsets = np.concatenate([w, w]), np.concatenate([1 - b, -1 - b])
     points = _probe_points(normals, offsets, rng)
     count = _patterns(points, [(w, b)], activation)
-    bound = max_activation_patterns(k, 1, m, activation=activation).bound
+    bound = max_activation_patterns(k, 1, m, act=activation).bound
     if activation == "relu":  # k lines in general position: exactly r(k, 2)
         assert count == bound == hyperplane_regions(k, m)
     else:  # k parallel pairs, no three concurrent: 1 + 2k + (C(2k, 2) - k) regions
@@ -135,7 +135,7 @@ def test_one_hidden_layer_attains_or_respects_the_bound(activation):
 def test_brute_force_patterns_never_exceed_the_bound(activation, widths, m):
     rng = np.random.default_rng(len(widths) + m)
     x = rng.uniform(-6, 6, size=(60_000, m))
-    result = max_activation_patterns(list(widths), len(widths), m, activation=activation)
+    result = max_activation_patterns(list(widths), len(widths), m, act=activation)
     for trial in range(3):
         layers = _random_net(widths, m, rng)
         for depth in range(1, len(widths) + 1):
@@ -148,7 +148,7 @@ def test_pattern_bound_values_and_asymptotic_form():
     relu = max_activation_patterns(4, 3, 2)
     assert relu.per_layer == (11, 121, 1331)  # r(4, 2)^l
     assert relu.asymptotic == 4 ** (2 * 3)  # k^(mn)
-    tanh = max_activation_patterns(4, 3, 2, activation="hard_tanh")
+    tanh = max_activation_patterns(4, 3, 2, act="hard_tanh")
     assert tanh.per_layer[-1] == hyperplane_regions(8, 2) ** 3 == 37**3
     assert tanh.asymptotic == 8 ** (2 * 3)  # (2k)^(mn)
     big = max_activation_patterns(1000, 100, 20)
@@ -162,12 +162,12 @@ def test_pattern_bound_values_and_asymptotic_form():
 
 def test_relu_rate_is_the_papers_equation_d():
     for k, sw in [(2, 1.0), (10, 2.0), (100, 3.0)]:
-        b = trajectory_growth_bound(k, 4, sigma_w=sw, activation="relu")
+        b = trajectory_growth_bound(k, 4, sigma_w=sw, act="relu")
         eq_d = (-sw * np.sqrt(k) / 2**k + sw * np.sqrt(k) / np.sqrt(2 * (k + 1))) / np.sqrt(2)
         assert b.rate == pytest.approx(eq_d, rel=1e-13)
         assert b.asymptotic_rate == pytest.approx(sw * np.sqrt(k) / np.sqrt(k + 1), rel=1e-13)
         # pre-activations are symmetric: the bias does not change p = 1/2
-        assert trajectory_growth_bound(k, 4, sigma_w=sw, sigma_b=0.7, activation="relu").rate \
+        assert trajectory_growth_bound(k, 4, sigma_w=sw, sigma_b=0.7, act="relu").rate \
             == pytest.approx(eq_d, rel=1e-13)
 
 
@@ -237,7 +237,7 @@ def test_monte_carlo_growth_lies_between_the_bounds(activation, sigma_w, sigma_b
     measured = _measured_growth(activation, k, depth, sigma_w, sigma_b, 4,
                                 np.random.default_rng(7))
     b = trajectory_growth_bound(k, depth, sigma_w=sigma_w, sigma_b=sigma_b,
-                                activation=activation)
+                                act=activation)
     assert np.all(np.log(measured[1:]) >= b.log_lower[1:])
     assert np.all(np.log(measured[1:]) <= b.log_upper[1:])
     if activation == "hard_tanh":
@@ -258,14 +258,14 @@ def test_monte_carlo_growth_lies_between_the_bounds(activation, sigma_w, sigma_b
         lambda: max_activation_patterns(3, 2, 0),
         lambda: max_activation_patterns([3, 4], 3, 2),
         lambda: max_activation_patterns("wide", 3, 2),
-        lambda: max_activation_patterns(3, 2, 2, activation="tanh"),
+        lambda: max_activation_patterns(3, 2, 2, act="tanh"),
         lambda: trajectory_growth_bound(0, 3),
         lambda: trajectory_growth_bound(8, -1),
         lambda: trajectory_growth_bound(8, 3, sigma_w=0.0),
         lambda: trajectory_growth_bound(8, 3, sigma_w=[1.0, 2.0]),
         lambda: trajectory_growth_bound(8, 3, sigma_b=-1.0),
         lambda: trajectory_growth_bound(8, 3, sigma_w=np.nan),
-        lambda: trajectory_growth_bound(8, 3, activation="sigmoid"),
+        lambda: trajectory_growth_bound(8, 3, act="sigmoid"),
         lambda: trajectory_growth_bound(8, 3, p_bound="loose"),
         lambda: trajectory_growth_bound(8, 3, sigma_w=0.5, p_bound="paper"),
     ],

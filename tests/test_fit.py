@@ -127,7 +127,7 @@ def test_fit_divides_the_logits_by_c_in_the_loss(monkeypatch):
 
 @pytest.fixture(scope="module")
 def waveform():
-    train, val, test = split(waveform_noise(3000, seed=0), (0.6, 0.2, 0.2))
+    train, val, test = split(waveform_noise(3000, generator=0), (0.6, 0.2, 0.2))
     return standardize(train, val, test).data
 
 
@@ -170,7 +170,7 @@ def test_smallest_lr_matches_a_hand_computed_gradient_ratio():
     # one minibatch holding all data, SGD at rate 1: dW_l = -grad_l, so the heuristic is
     # 1e-8 / sum_l ||grad_l||_F / ||W_l||_F with the loss on f / c: at that rate no layer's
     # update moves its weights by more than 1e-8 of their norm (E.2's rationale)
-    train = waveform_noise(60, seed=3)
+    train = waveform_noise(60, generator=3)
     net = mlp(40, 12, 2, 3, generator=torch.Generator().manual_seed(0))
     before = [p.detach().clone() for p in net.parameters()]
     got = smallest_lr(net, train, batch_size=60)
@@ -186,7 +186,7 @@ def test_smallest_lr_matches_a_hand_computed_gradient_ratio():
 def test_smallest_lr_for_adam_is_a_sign_step():
     # Adam's first update at rate 1 is -m / (sqrt(v) + eps) = -g / (|g| + eps): about -sign(g),
     # so without warm-up and with one minibatch ||dW_l||_F = sqrt(#nonzero gradient entries)
-    train = waveform_noise(60, seed=3)
+    train = waveform_noise(60, generator=3)
     net = mlp(40, 12, 2, 3, generator=torch.Generator().manual_seed(0))
     got = smallest_lr(net, train, optimizer="adam", warmup_epochs=0, batch_size=60)
     c = float(net(train.inputs).detach().double().pow(2).mean().sqrt())

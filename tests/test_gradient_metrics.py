@@ -44,5 +44,16 @@ def test_input_scale_confounds_gvcs_but_not_the_nlc():
 def test_labels_and_loss_shape_are_checked():
     with pytest.raises(InvalidInputError, match="labels"):
         gradient_metrics(linear(), X)
-    with pytest.raises(InvalidInputError, match="per-sample"):
+    with pytest.raises(InvalidInputError, match="one number"):
+        gradient_metrics(linear(), (X, Y), loss=lambda out, y: out.sum(1))
+    # the deprecated loss_fn= took per-sample losses: its shape is still checked
+    with pytest.warns(DeprecationWarning, match="'loss'"), \
+            pytest.raises(InvalidInputError, match="per-sample"):
         gradient_metrics(linear(), (X, Y), loss_fn=lambda out, y: out.sum())
+
+
+def test_labels_apart_and_a_loss_callable_give_the_default_values():
+    pair = gradient_metrics(linear(), (X, Y))
+    apart = gradient_metrics(linear(), X, Y, loss=nn.functional.cross_entropy)
+    assert apart.gvcs == pytest.approx(pair.gvcs, rel=1e-12)
+    assert apart.mean_loss == pytest.approx(pair.mean_loss, rel=1e-12)

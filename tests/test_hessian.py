@@ -18,7 +18,7 @@ from nngauge.errors import NNGaugeError
 from nngauge.measures.curvature import HessianResult, hessian
 from nngauge.training._flatten import columns
 
-EXACT = {"tol": 1e-9, "lanczos_steps": 400}
+EXACT = {"tol": 1e-9, "n_iter": 400}
 
 
 def _gen(seed=0):
@@ -130,7 +130,7 @@ def test_density_moments_equal_those_of_the_exact_hessian():
     """n orthonormal probes make the quadrature's moments (p < 2 * steps) exact."""
     model, (x, y) = _mlp(), _data()
     n = sum(p.numel() for p in model.parameters())
-    r = hessian(model, (x, y), trace=False, density=True, density_probes=n, lanczos_steps=3,
+    r = hessian(model, (x, y), trace=False, density=True, density_probes=n, n_iter=3,
                 batch_size=len(y), generator=_gen())
     exact = _exact_hessian(model, x, y)
     assert r.density.nodes.shape == (n, 3)
@@ -144,7 +144,7 @@ def test_density_moments_equal_those_of_the_exact_hessian():
 
 def test_density_probe_moments_are_unbiased_with_few_probes():
     model, (x, y) = _mlp(), _data()
-    r = hessian(model, (x, y), trace=False, density=True, density_probes=6, lanczos_steps=20,
+    r = hessian(model, (x, y), trace=False, density=True, density_probes=6, n_iter=20,
                 batch_size=len(y), generator=_gen())
     exact = _exact_hessian(model, x, y)
     assert r.density.moment(0) == pytest.approx(1.0, rel=1e-12)
@@ -331,7 +331,7 @@ def test_results_serialize_flatten_and_plot(tmp_path):
 
     matplotlib.use("Agg")
     model, (x, y) = _mlp(), _data()
-    r = hessian(model, (x, y), top_k=2, density=True, density_probes=2, lanczos_steps=10,
+    r = hessian(model, (x, y), top_k=2, density=True, density_probes=2, n_iter=10,
                 batch_size=20, n_probes=9, generator=_gen())
     assert isinstance(r, HessianResult)
     text = json.dumps(r.to_dict())
@@ -342,7 +342,7 @@ def test_results_serialize_flatten_and_plot(tmp_path):
     assert len(r.to_frame()) == 1
     ax = r.plot()
     ax.figure.savefig(tmp_path / "density.png")
-    without = hessian(model, (x, y), trace=False, lanczos_steps=5)  # no density, no trace:
+    without = hessian(model, (x, y), trace=False, n_iter=5)  # no density, no trace:
     bars = without.plot()  # the default plot, the top eigenvalues as labelled bars
     assert [t.get_text() for t in bars.get_xticklabels()] == [
         f"eigenvalues[{i}]" for i in range(len(without.eigenvalues))]
@@ -371,7 +371,7 @@ def _frozen():
     (_mlp, lambda m, x, y: hessian(m, (x, y), loss="hinge"), "loss in"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), y), "not both"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), n_probes=2), "n_probes an integer >= 3"),
-    (_mlp, lambda m, x, y: hessian(m, (x, y), top_k=5, lanczos_steps=4), "lanczos_steps"),
+    (_mlp, lambda m, x, y: hessian(m, (x, y), top_k=5, n_iter=4), "n_iter >= top_k"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), tol=0), r"tol a number in \(0, 1\)"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), trace_method="hutch"), "trace_method in"),
     (_mlp, lambda m, x, y: hessian(m, (x, y), loss=lambda o, t: o), "scalar"),
@@ -397,7 +397,7 @@ def test_zoo_models_give_finite_values(name):
     model = entry.build(seed=0)
     state = _state(model)
     x, y = sample_inputs(entry, 8), sample_labels(entry, 8)
-    r = hessian(model, (x, y), top_k=2, batch_size=4, n_probes=6, lanczos_steps=8,
+    r = hessian(model, (x, y), top_k=2, batch_size=4, n_probes=6, n_iter=8,
                 generator=_gen())
     assert np.isfinite(r.eigenvalues).all() and np.isfinite(r.trace)
     assert np.isfinite(r.batch_eigenvalues).all() and r.n_batches == 2

@@ -25,8 +25,8 @@ def _data():
     lambda m, x, y: nngauge.jacobian_norm(m, x),
     lambda m, x, y: nngauge.correlations(m, x),
     lambda m, x, y: nngauge.margin(m, (x, y)),
-    lambda m, x, y: nngauge.hessian(m, (x, y), lanczos_steps=2, trace=False),
-    lambda m, x, y: nngauge.loss_landscape(m, (x, y), steps=3),
+    lambda m, x, y: nngauge.hessian(m, (x, y), n_iter=2, trace=False),
+    lambda m, x, y: nngauge.loss_landscape(m, (x, y), resolution=3),
 ])
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_a_non_finite_weight_stops_every_measure(measure, value):
@@ -93,10 +93,10 @@ class _NaNOut(torch.nn.Module):
     lambda m, x, y: nngauge.error_preserving_perturbation(m, (x, y), n_batches=1),
     lambda m, x, y: nngauge.margin(m, (x, y)),
     lambda m, x, y: nngauge.weight_noise_robustness(m, x, y),
-    lambda m, x, y: nngauge.sharpness(m, None, (x, y), steps=2),
-    lambda m, x, y: nngauge.expected_sharpness(m, None, (x, y), alpha=0.01, n_samples=4),
-    lambda m, x, y: nngauge.hessian(m, (x, y), lanczos_steps=2, trace=False),
-    lambda m, x, y: nngauge.loss_landscape(m, (x, y), steps=3),
+    lambda m, x, y: nngauge.sharpness(m, (x, y), n_iter=2),
+    lambda m, x, y: nngauge.expected_sharpness(m, (x, y), alpha=0.01, n_probes=4),
+    lambda m, x, y: nngauge.hessian(m, (x, y), n_iter=2, trace=False),
+    lambda m, x, y: nngauge.loss_landscape(m, (x, y), resolution=3),
     lambda m, x, y: nngauge.trajectory_length(m, line(x[0], x[1], 9)),
 ])
 def test_a_model_that_outputs_nan_stops_every_measure(measure):
@@ -145,4 +145,4 @@ def test_path_norm_refuses_a_nan_weight_instead_of_reporting_zero():
 def test_skim_needs_two_samples_for_its_relative_deviation():
     net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.Tanh(), torch.nn.Linear(5, 5))
     with pytest.raises(InvalidInputError, match="at least 2 samples"):
-        nngauge.skim(net, "0", "1", _data()[0][:1])
+        nngauge.skim(net, _data()[0][:1], layers=("0", "1"))

@@ -43,8 +43,8 @@ def _moved(net, direction, t):
 
 def test_exact_line_of_one_layer_counts_every_change_of_a_dense_grid(problem):
     net, x, y = problem
-    res = loss_landscape(net, (x, y), dims=1, steps=21, span=0.5, count_regions=True,
-                         modules=["layers.1.linear"], generator=torch.Generator().manual_seed(0))
+    res = loss_landscape(net, (x, y), dims=1, resolution=21, span=0.5, count_regions=True,
+                         layers=["layers.1.linear"], generator=torch.Generator().manual_seed(0))
     assert res.regions_method == "exact"
     direction = {k: v for k, v in res.directions[0].items() if bool(v.any())}
     assert set(direction) == {"layers.1.linear.weight"}
@@ -63,7 +63,7 @@ def test_exact_line_of_one_layer_counts_every_change_of_a_dense_grid(problem):
     assert res.region_changes.sum() > 20
     np.testing.assert_array_equal(res.region_changes, dense.astype(int))
     # the same line through weight_transitions directly
-    direct = weight_transitions(net, x, module="layers.1.linear",
+    direct = weight_transitions(net, x, layer="layers.1.linear",
                                 direction={"weight": direction["layers.1.linear.weight"]},
                                 span=(-0.5, 0.5))
     np.testing.assert_allclose(res.region_breakpoints, direct.breakpoints)
@@ -73,7 +73,7 @@ def test_exact_line_of_one_layer_counts_every_change_of_a_dense_grid(problem):
 
 def test_sampled_line_equals_patterns_recomputed_point_by_point(problem):
     net, x, y = problem
-    res = loss_landscape(net, (x, y), dims=1, steps=9, span=1.0, count_regions=True,
+    res = loss_landscape(net, (x, y), dims=1, resolution=9, span=1.0, count_regions=True,
                          batch_size=16, chunk_size=4,
                          generator=torch.Generator().manual_seed(1))
     assert res.regions_method.startswith("sampled (the direction moves more than one module")
@@ -93,7 +93,7 @@ def test_sampled_line_equals_patterns_recomputed_point_by_point(problem):
 
 def test_plane_distance_is_zero_at_theta_and_grows_away(problem):
     net, x, y = problem
-    res = loss_landscape(net, (x, y), steps=(7, 7), span=1.0, count_regions=True,
+    res = loss_landscape(net, (x, y), resolution=(7, 7), span=1.0, count_regions=True,
                          generator=torch.Generator().manual_seed(2))
     assert res.regions_method == "sampled" and res.region_changes is None
     assert res.pattern_distance.shape == (7, 7) and res.pattern_distance[3, 3] == 0.0
@@ -105,20 +105,21 @@ def test_smooth_and_batchnorm_networks_fall_back_to_sampling_and_say_why():
     gen = torch.Generator().manual_seed(5)
     x, y = torch.randn(24, 3, generator=gen), torch.randint(0, 2, (24,), generator=gen)
     tanh = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
-    res = loss_landscape(tanh, (x, y), dims=1, steps=5, count_regions=True, modules=["0"],
+    res = loss_landscape(tanh, (x, y), dims=1, resolution=5, count_regions=True, layers=["0"],
                          generator=gen)
     assert res.regions_method.startswith("sampled (not exact")
     bn = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
-    res = loss_landscape(bn, (x, y), dims=1, steps=5, count_regions=True, modules=["0"],
-                         bn="recompute", batch_size=8, generator=gen)
+    res = loss_landscape(bn, (x, y), dims=1, resolution=5, count_regions=True, layers=["0"],
+                         norm_mode="train", batch_size=8, generator=gen)
     assert "batch statistics" in res.regions_method
     assert res.settings["count_regions"] is True
 
 
 def test_counting_regions_leaves_losses_unchanged(problem):
     net, x, y = problem
-    plain = loss_landscape(net, (x, y), steps=(5, 4), generator=torch.Generator().manual_seed(6))
-    counted = loss_landscape(net, (x, y), steps=(5, 4), count_regions=True,
+    plain = loss_landscape(net, (x, y), resolution=(5, 4),
+                           generator=torch.Generator().manual_seed(6))
+    counted = loss_landscape(net, (x, y), resolution=(5, 4), count_regions=True,
                              generator=torch.Generator().manual_seed(6))
     np.testing.assert_array_equal(plain.losses, counted.losses)
     assert plain.pattern_distance is None and plain.regions_method is None
@@ -126,19 +127,19 @@ def test_counting_regions_leaves_losses_unchanged(problem):
 
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"count_regions": "yes"}, "count_regions True or False"),
-    ({"modules": ["nope"]}, "names of modules with parameters"),
-    ({"modules": ["layers.0.linear"], "directions": "hessian"}, "modules= with directions"),
+    ({"layers": ["nope"]}, "names of modules with parameters"),
+    ({"layers": ["layers.0.linear"], "directions": "hessian"}, "layers= with directions"),
 ])
 def test_bad_region_options_are_refused(problem, kwargs, fragment):
     net, x, y = problem
     with pytest.raises(NNGaugeError, match=fragment):
-        loss_landscape(net, (x, y), dims=1, steps=3, **kwargs)
+        loss_landscape(net, (x, y), dims=1, resolution=3, **kwargs)
 
 
 def test_a_model_without_activations_cannot_count_regions():
     x, y = torch.randn(8, 3), torch.randint(0, 2, (8,))
     with pytest.raises(NNGaugeError, match="activation"):
-        loss_landscape(nn.Linear(3, 2), (x, y), dims=1, steps=3, count_regions=True)
+        loss_landscape(nn.Linear(3, 2), (x, y), dims=1, resolution=3, count_regions=True)
 
 
 def test_plots_draw_the_boundaries(problem):
@@ -146,13 +147,13 @@ def test_plots_draw_the_boundaries(problem):
 
     matplotlib.use("Agg")
     net, x, y = problem
-    line = loss_landscape(net, (x, y), dims=1, steps=11, count_regions=True,
-                          modules=["layers.1.linear"], generator=torch.Generator().manual_seed(0))
+    line = loss_landscape(net, (x, y), dims=1, resolution=11, count_regions=True,
+                          layers=["layers.1.linear"], generator=torch.Generator().manual_seed(0))
     ax = line.plot()
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("pattern changes per step (exact)" in t for t in labels)
     assert len(ax.lines) > 2  # breakpoints drawn as vertical lines
-    plane = loss_landscape(net, (x, y), steps=(9, 9), count_regions=True,
+    plane = loss_landscape(net, (x, y), resolution=(9, 9), count_regions=True,
                            generator=torch.Generator().manual_seed(0))
     labels = [t.get_text() for t in plane.plot().get_legend().get_texts()]
     assert "edge of theta's piece" in labels

@@ -45,7 +45,7 @@ def _train(tmp_path, callbacks, depth=2):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    data = waveform_noise(80, seed=0)
+    data = waveform_noise(80, generator=0)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data), batch_size=20)
     trainer = lightning.Trainer(max_epochs=2, accelerator="cpu", logger=False,
                                 enable_checkpointing=False, enable_progress_bar=False,
@@ -91,7 +91,7 @@ def test_lightning_callback_measures_at_epoch_ends(tmp_path):
     transitions' pattern count between the two probe inputs."""
     from nngauge.integrations.lightning import GaugeCallback
 
-    data = waveform_noise(80, seed=0)
+    data = waveform_noise(80, generator=0)
     callback = GaugeCallback(measures=["weight_norm", "transitions"], schedule="epoch",
                              probe_data=data.inputs[:2], keep_weights=True)
     module, data = _train(tmp_path, [callback], depth=3)

@@ -31,7 +31,7 @@ def test_local_replays_its_draw_contract():
     """Per perturbation: its mini-batch, then unit noise layer by layer in call order."""
     net, (x, y) = _net(), _data()
     alpha, n, b = 0.05, 6, 10
-    r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, n_samples=n,
+    r = expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, n_probes=n,
                            batch_size=b, method="local", chunk_size=4,
                            generator=torch.Generator().manual_seed(4))
     assert r.method == "local"
@@ -67,7 +67,7 @@ def test_linear_model_closed_form():
     s_b = alpha * (10 * net.bias.detach().abs() + 1)
     exact = float((F.linear(x**2, s_w**2, s_b**2)).mean())
     for method in ("local", "weights"):
-        r = expected_sharpness(net, F.mse_loss, (x, t), alpha=alpha, n_samples=4000,
+        r = expected_sharpness(net, (x, t), loss=F.mse_loss, alpha=alpha, n_probes=4000,
                                batch_size=40, method=method,
                                generator=torch.Generator().manual_seed(5))
         assert r.method == method
@@ -77,7 +77,7 @@ def test_linear_model_closed_form():
 def test_local_agrees_with_weights_and_has_lower_variance():
     net, (x, y) = _net(), _data()
     run = lambda method: expected_sharpness(
-        net, F.cross_entropy, (x, y), alpha=0.03, n_samples=3000, batch_size=16, method=method,
+        net, (x, y), loss=F.cross_entropy, alpha=0.03, n_probes=3000, batch_size=16, method=method,
         generator=torch.Generator().manual_seed(6))
     local, weights = run("local"), run("weights")
     assert local.loss == pytest.approx(weights.loss, rel=0.05)  # different mini-batch draws
@@ -96,7 +96,7 @@ def test_convolutional_model_agrees():
     x = torch.randn(30, 1, 8, 8, generator=gen, dtype=torch.float64)
     y = torch.randint(0, 4, (30,), generator=gen)
     run = lambda method: expected_sharpness(
-        net, F.cross_entropy, (x, y), alpha=0.02, n_samples=2000, batch_size=8, method=method,
+        net, (x, y), loss=F.cross_entropy, alpha=0.02, n_probes=2000, batch_size=8, method=method,
         generator=torch.Generator().manual_seed(9))
     local, weights = run("auto"), run("weights")
     assert local.method == "local"
@@ -165,11 +165,11 @@ def test_ineligible_models_fall_back_or_refuse(model, reason):
     model = model.double()
     x, y = _data()
     y = y.clamp(max=2)
-    auto = expected_sharpness(model, F.cross_entropy, (x, y), alpha=0.01, n_samples=5,
+    auto = expected_sharpness(model, (x, y), loss=F.cross_entropy, alpha=0.01, n_probes=5,
                               batch_size=8)
     assert auto.method == "weights"
     with pytest.raises(NNGaugeError, match=reason):
-        expected_sharpness(model, F.cross_entropy, (x, y), alpha=0.01, n_samples=5,
+        expected_sharpness(model, (x, y), loss=F.cross_entropy, alpha=0.01, n_probes=5,
                            method="local")
     assert not any(m._forward_hooks for m in model.modules())
 
@@ -178,7 +178,7 @@ def test_local_leaves_model_untouched():
     net, (x, y) = _net(), _data()
     net.train()
     before = {k: v.clone() for k, v in net.state_dict().items()}
-    expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.05, n_samples=20, batch_size=8)
+    expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=0.05, n_probes=20, batch_size=8)
     assert net.training and not any(m._forward_hooks for m in net.modules())
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
@@ -186,4 +186,4 @@ def test_local_leaves_model_untouched():
 def test_bad_method():
     net, (x, y) = _net(), _data()
     with pytest.raises(NNGaugeError, match="method"):
-        expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.1, method="fast")
+        expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=0.1, method="fast")

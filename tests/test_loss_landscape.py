@@ -65,7 +65,7 @@ def test_batched_grid_equals_loop_and_leaves_model_as_found():
     model.train()
     state = _state(model)
     rng = torch.get_rng_state()
-    r = loss_landscape(model, (x, y), steps=(4, 5), span=((-1, 0.5), (-0.5, 1.5)),
+    r = loss_landscape(model, (x, y), resolution=(4, 5), span=((-1, 0.5), (-0.5, 1.5)),
                        batch_size=20, chunk_size=3, generator=torch.Generator().manual_seed(0))
     losses, accs = _looped(model, r, x, y)
     np.testing.assert_allclose(r.losses, losses, rtol=0, atol=1e-10)
@@ -81,19 +81,19 @@ def test_batched_grid_equals_loop_and_leaves_model_as_found():
     i, j = np.unravel_index(r.losses.argmin(), r.losses.shape)
     assert r.min_coordinates == (r.coordinates[0][i], r.coordinates[1][j])
     assert r.settings["chunk_size"] == 3 and r.mode.norm_mode == "no batch statistics"
-    again = loss_landscape(model, (x, y), steps=(4, 5), span=((-1, 0.5), (-0.5, 1.5)),
+    again = loss_landscape(model, (x, y), resolution=(4, 5), span=((-1, 0.5), (-0.5, 1.5)),
                            generator=torch.Generator().manual_seed(0))
     np.testing.assert_allclose(again.losses, r.losses, rtol=0, atol=1e-12)  # one chunk, batch
 
 
 def test_line_inferred_from_steps_or_direction():
     model, (x, y) = _mlp(), _data()
-    r = loss_landscape(model, x, y, steps=(9,), generator=torch.Generator().manual_seed(1))
+    r = loss_landscape(model, x, y, resolution=(9,), generator=torch.Generator().manual_seed(1))
     assert r.dims == 1 and r.losses.shape == (9,) and len(r.directions) == 1
-    given = loss_landscape(model, (x, y), directions=r.directions[0], steps=9)
+    given = loss_landscape(model, (x, y), directions=r.directions[0], resolution=9)
     np.testing.assert_allclose(given.losses, r.losses, rtol=0, atol=1e-12)
     assert given.settings["directions"] == "given"
-    mse = loss_landscape(model, (x, y), directions=r.directions[0], steps=9, loss="mse")
+    mse = loss_landscape(model, (x, y), directions=r.directions[0], resolution=9, loss="mse")
     one_hot = lambda out, labels: F.mse_loss(out, F.one_hot(labels, 3).double())  # noqa: E731
     looped, accs = _looped(model, mse, x, y, loss=one_hot)
     np.testing.assert_allclose(mse.losses, looped, rtol=0, atol=1e-12)
@@ -117,7 +117,7 @@ def test_filter_normalization_matches_weight_filters(include):
     model = _ConvNet().double()
     x = torch.randn(8, 2, 6, 6, dtype=torch.float64)
     y = torch.randint(0, 3, (8,))
-    r = loss_landscape(model, (x, y), steps=2, include_bias_bn=include,
+    r = loss_landscape(model, (x, y), resolution=2, include_bias_bn=include,
                        generator=torch.Generator().manual_seed(0))
     for d in r.directions:
         for name, w in model.named_parameters():
@@ -133,11 +133,11 @@ def test_filter_normalization_matches_weight_filters(include):
 
 def test_layer_and_random_normalization():
     model, (x, y) = _mlp(), _data()
-    layer = loss_landscape(model, (x, y), directions="layer", steps=2)
+    layer = loss_landscape(model, (x, y), directions="layer", resolution=2)
     for name, w in model.named_parameters():
         expected = float(w.norm()) if w.dim() > 1 else 0.0
         assert float(layer.directions[0][name].norm()) == pytest.approx(expected)
-    plain = loss_landscape(model, (x, y), directions="random", steps=2, include_bias_bn=True)
+    plain = loss_landscape(model, (x, y), directions="random", resolution=2, include_bias_bn=True)
     assert plain.direction_norms == pytest.approx((1.0, 1.0))
     assert all(v.any() for v in plain.directions[0].values())
 
@@ -151,7 +151,7 @@ def test_quadratic_loss_is_exact_on_the_grid():
     t = torch.randn(30, 3, dtype=torch.float64)
     d1, d2 = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
     r = loss_landscape(model, (x, t), directions=({"weight": d1}, {"weight": d2}),
-                       steps=(5, 6), span=2.0, loss="mse")
+                       resolution=(5, 6), span=2.0, loss="mse")
     residual, n = x @ model.weight.detach().T - t, t.numel()
     p1, p2 = x @ d1.T, x @ d2.T
     g1, g2 = 2 * (residual * p1).sum() / n, 2 * (residual * p2).sum() / n
@@ -163,9 +163,15 @@ def test_quadratic_loss_is_exact_on_the_grid():
     assert r.settings["loss"] == "mse" and r.accuracies is None
     # the same quadratic through a custom loss callable (twice the squared error per sample)
     custom = loss_landscape(model, (x, t), directions=({"weight": d1}, {"weight": d2}),
-                            steps=(5, 6), span=2.0,
+                            resolution=(5, 6), span=2.0,
                             loss=lambda out, target: (out - target).square().sum(-1).mean() * 2)
     np.testing.assert_allclose(custom.losses, exact * 2 * t.shape[1], rtol=1e-12)
+    # "auto" on floating targets is every loss measure's default: the squared error summed
+    # over a sample's entries (before 0.2 the landscape's "auto" was "mse": width times less)
+    auto = loss_landscape(model, (x, t), directions=({"weight": d1}, {"weight": d2}),
+                          resolution=(5, 6), span=2.0)
+    np.testing.assert_allclose(auto.losses, exact * t.shape[1], rtol=1e-12)
+    assert auto.settings["loss"] == "squared_error"
 
 
 def test_pca_recovers_a_planted_trajectory():
@@ -183,7 +189,7 @@ def test_pca_recovers_a_planted_trajectory():
         for n in weights:
             snapshot[n] = snapshot[n] + a * u[n] + b * v[n]
         trajectory.append(snapshot)
-    r = loss_landscape(model, (x, y), directions="pca", trajectory=trajectory, steps=(3, 3))
+    r = loss_landscape(model, (x, y), directions="pca", trajectory=trajectory, resolution=(3, 3))
     assert sum(r.explained_variance) == pytest.approx(1.0, abs=1e-10)
     assert r.explained_variance[0] >= r.explained_variance[1] > 0
     flat = [torch.cat([d[n].flatten() for n in weights]) for d in r.directions]
@@ -214,13 +220,13 @@ def test_batchnorm_frozen_and_recompute_each_match_explicit_computation():
     model, (x, y) = _bn_model(), _data(n=40)
     model.train()
     state = _state(model)
-    kwargs = dict(steps=(3, 3), span=0.5, batch_size=20,
+    kwargs = dict(resolution=(3, 3), span=0.5, batch_size=20,
                   generator=torch.Generator().manual_seed(0))
     frozen = loss_landscape(model, (x, y), **kwargs)
-    recompute = loss_landscape(model, (x, y), bn="recompute", **kwargs)
+    recompute = loss_landscape(model, (x, y), norm_mode="train", **kwargs)
     assert _same_state(model, state)
     assert frozen.mode.norm_mode == "eval" and recompute.mode.norm_mode == "train"
-    assert frozen.settings["bn"] == "frozen" and recompute.settings["bn"] == "recompute"
+    assert frozen.settings["norm_mode"] == "eval" and recompute.settings["norm_mode"] == "train"
     np.testing.assert_allclose(frozen.losses, _looped(model, frozen, x, y)[0], atol=1e-10)
     np.testing.assert_allclose(recompute.losses,
                                _looped(model, recompute, x, y, train=True, batch_size=20)[0],
@@ -238,7 +244,7 @@ def test_result_to_dict_frame_and_plots():
     import matplotlib.pyplot as plt
 
     model, (x, y) = _mlp(), _data()
-    r = loss_landscape(model, (x, y), steps=(3, 4), generator=torch.Generator().manual_seed(0))
+    r = loss_landscape(model, (x, y), resolution=(3, 4), generator=torch.Generator().manual_seed(0))
     json.dumps(r.to_dict())
     frame = r.to_frame()
     assert list(frame.columns) == ["alpha", "beta", "loss", "accuracy"] and len(frame) == 12
@@ -246,7 +252,7 @@ def test_result_to_dict_frame_and_plots():
     for kind in ("contour", "surface"):
         ax = r.plot(kind=kind)
         assert any("minimum" in str(line.get_label()) for line in ax.get_lines())
-    line = loss_landscape(model, (x, y), dims=1, steps=5)
+    line = loss_landscape(model, (x, y), dims=1, resolution=5)
     assert any("minimum" in str(h.get_label()) for h in line.plot().get_lines())
     with pytest.raises(NNGaugeError, match="kind"):
         line.plot(kind="contour")
@@ -262,10 +268,10 @@ def test_result_to_dict_frame_and_plots():
     (lambda m, x, y: loss_landscape(m, (x, y), span=0.0), "span"),
     (lambda m, x, y: loss_landscape(m, (x, y), span=-1.0), "span"),
     (lambda m, x, y: loss_landscape(m, (x, y), span=(1.0, -1.0)), "span"),
-    (lambda m, x, y: loss_landscape(m, (x, y), steps=1), "steps"),
-    (lambda m, x, y: loss_landscape(m, (x, y), steps=(5, 1)), "steps"),
+    (lambda m, x, y: loss_landscape(m, (x, y), resolution=1), "resolution >= 2"),
+    (lambda m, x, y: loss_landscape(m, (x, y), resolution=(5, 1)), "resolution >= 2"),
     (lambda m, x, y: loss_landscape(m, (x, y), dims=3), "dims"),
-    (lambda m, x, y: loss_landscape(m, (x, y), dims=1, steps=(5, 5)), "same number"),
+    (lambda m, x, y: loss_landscape(m, (x, y), dims=1, resolution=(5, 5)), "same number"),
     (lambda m, x, y: loss_landscape(m, (x, y), directions="hessain"), "directions in"),
     (lambda m, x, y: loss_landscape(m, (x, y), directions={"nope": torch.zeros(1)}),
      "unknown names"),
@@ -281,6 +287,8 @@ def test_result_to_dict_frame_and_plots():
     (lambda m, x, y: loss_landscape(m, (x, y.double()), loss="cross_entropy"),
      "integer class labels"),
     (lambda m, x, y: loss_landscape(m, (x, y), loss="hinge"), "loss in"),
+    (lambda m, x, y: loss_landscape(m, (x, y), norm_mode="running"), "norm_mode None or in"),
+    # the deprecated bn= refuses what it refused before the rename
     (lambda m, x, y: loss_landscape(m, (x, y), bn="train"), r"bn in \('frozen', 'recompute'\)"),
     (lambda m, x, y: loss_landscape(m, (x, y), bn="recompute", norm_mode="eval"), "norm_mode"),
     (lambda m, x, y: loss_landscape(m, (x, y), labels=y), "not both"),
@@ -303,7 +311,7 @@ def test_hessian_directions_follow_the_curvature():
     x = torch.randn(30, 4, dtype=torch.float64)
     y = torch.randint(0, 3, (30,))
     h = 1e-3
-    r = loss_landscape(model, (x, y), directions="hessian", steps=3, span=h,
+    r = loss_landscape(model, (x, y), directions="hessian", resolution=3, span=h,
                        generator=torch.Generator().manual_seed(0))
     assert r.direction_norms == pytest.approx((1.0, 1.0), abs=1e-6)
     assert r.settings["directions"] == "hessian"
@@ -328,9 +336,9 @@ def test_zoo_resnet_gives_finite_losses():
     model = entry.build(seed=0)
     state = _state(model)
     x, y = sample_inputs(entry, 16), sample_labels(entry, 16)
-    for bn in ("frozen", "recompute"):
-        r = loss_landscape(model, (x, y), steps=(3, 3), span=0.2, bn=bn,
+    for norm_mode in ("eval", "train"):
+        r = loss_landscape(model, (x, y), resolution=(3, 3), span=0.2, norm_mode=norm_mode,
                            generator=torch.Generator().manual_seed(0))
         assert np.isfinite(r.losses).all() and r.losses.shape == (3, 3)
-        assert r.mode.norm_mode == ("eval" if bn == "frozen" else "train")
+        assert r.mode.norm_mode == norm_mode
     assert _same_state(model, state)

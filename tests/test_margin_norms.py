@@ -127,7 +127,7 @@ def test_capacity_formulas():
     net = _net([4, 5, 3], gen, bias=False)
     x = torch.randn(40, 4, generator=gen, dtype=torch.float64)
     y = net(x).argmax(1)
-    res = capacity(net, x, y, margin_percentile=10, bias=False)
+    res = capacity(net, x, y, percentile=10, bias=False)
     gamma = res.margin
     ws = [net[0].weight.detach().numpy(), net[2].weight.detach().numpy()]
     scores = net(x).detach().numpy()
@@ -201,10 +201,10 @@ def test_capacity_negative_margin_names_the_percentile_that_would_be_positive():
     x = torch.randn(40, 3, generator=gen, dtype=torch.float64)
     y = net(x).argmax(1)
     y[:8] = 1 - y[:8]  # 20% misclassified: the 5th-percentile margin is negative
-    with pytest.warns(UserWarning, match="margin_percentile above 20") as caught:
+    with pytest.warns(UserWarning, match="percentile above 20") as caught:
         res = capacity(net, x, y)
     assert len(caught) == 1 and res.margin < 0 and math.isnan(res.l2)
-    fitted = capacity(net, x, y, margin_percentile=25)  # above the error rate: defined
+    fitted = capacity(net, x, y, percentile=25)  # above the error rate: defined
     assert fitted.margin > 0 and math.isfinite(fitted.l2) and not fitted.undefined
 
 

@@ -29,8 +29,9 @@ from nngauge.zoo import resnet_small
 OURS = ("nlc_score", "output_bias", "nlc_rule", "jacobian_growth", "rho_max",
         "kernel_condition", "trajectory_growth", "region_density")
 CHEAP = {"jacobian_growth": {"n_iter": 10, "tol": 1e-3},
-         "trajectory_growth": {"n_anchors": 3, "n": 33, "tol": 0.05, "max_points": 257},
-         "region_density": {"n_points": 2, "n_directions": 2}}
+         "trajectory_growth": {"max_samples": 3, "resolution": 33, "tol": 0.05,
+                               "max_points": 257},
+         "region_density": {"max_samples": 2, "n_directions": 2}}
 """Options that keep the slow predictors fast on the state and zoo tests."""
 
 
@@ -102,14 +103,14 @@ def test_trajectory_growth_is_the_geometric_mean_of_the_measured_growths(net, x)
     anchors are the batch it draws."""
     result = trajectory_length(net, through(x[:4], 65), tol=1e-2)
     assert [row.name for row in result.layers] == ["input", "1", "3", "5", "output"]
-    growth = proxies.trajectory_growth(net, x, n_anchors=4, n=65, tol=1e-2)
+    growth = proxies.trajectory_growth(net, x, max_samples=4, resolution=65, tol=1e-2)
     assert growth == pytest.approx((result.lengths[3] / result.lengths[0]) ** (1 / 3),
                                    rel=1e-12)
     assert growth == pytest.approx(float(np.exp(np.mean(np.log(result.growth[1:4])))),
                                    rel=1e-12)
     drawn = next(iter(as_batches(x, batch_size=4, n_batches=1, generator=_seeded(11)))).inputs
     lengths = trajectory_length(net, through(drawn, 65), tol=1e-2).lengths
-    assert proxies.trajectory_growth(net, x, n_anchors=4, n=65, tol=1e-2,
+    assert proxies.trajectory_growth(net, x, max_samples=4, resolution=65, tol=1e-2,
                                      generator=_seeded(11)) == pytest.approx(
         (lengths[3] / lengths[0]) ** (1 / 3), rel=1e-12)
 
@@ -121,14 +122,14 @@ def test_region_density_equals_the_measure_at_the_default_radius(net, x):
     points = x[:6].double()
     pairs = torch.cdist(points, points)[tuple(torch.triu_indices(6, 6, 1))]
     radius = 0.05 * float(pairs.pow(2).mean().sqrt())
-    direct = region_density(net, x, radius=radius, n_points=6, n_directions=3,
+    direct = region_density(net, x, radius=radius, max_samples=6, n_directions=3,
                             generator=_seeded(5))
-    assert proxies.region_density(net, x, n_points=6, n_directions=3,
+    assert proxies.region_density(net, x, max_samples=6, n_directions=3,
                                   generator=_seeded(5)) == pytest.approx(direct.density,
                                                                          rel=1e-9)
-    assert proxies.region_density(net, x, radius=0.3, n_points=6, n_directions=3,
+    assert proxies.region_density(net, x, radius=0.3, max_samples=6, n_directions=3,
                                   generator=_seeded(5)) == region_density(
-        net, x, radius=0.3, n_points=6, n_directions=3, generator=_seeded(5)).density
+        net, x, radius=0.3, max_samples=6, n_directions=3, generator=_seeded(5)).density
 
 
 # ---------------------------------------------------------------------------- nlc_rule
@@ -244,10 +245,10 @@ def test_missing_layers_and_points_are_refused_with_the_fix(x):
         proxies.kernel_condition(nn.Linear(5, 3), x)
     with pytest.raises(InvalidInputError, match=r"trajectory_growth\(\) expected a network "
                                                 r"with activation"):
-        proxies.trajectory_growth(nn.Linear(5, 3), x, n=9)
+        proxies.trajectory_growth(nn.Linear(5, 3), x, resolution=9)
     with pytest.raises(InvalidInputError, match=r"region_density\(\) expected at least 2 "
                                                 r"distinct samples.*Fix: .*radius="):
-        proxies.region_density(shallow, x, n_points=1)
+        proxies.region_density(shallow, x, max_samples=1)
 
 
 def test_directions_cover_every_proxy_with_the_papers_signs():

@@ -191,7 +191,7 @@ def test_density_grows_in_proportion_to_the_number_of_neurons():
 def test_random_points_and_data_points():
     model = he_mlp(6, 16, 2, 5)
     x = 3.0 + 2.0 * data(400, (6,))
-    on_data = region_density(model, x, radius=0.5, n_directions=2, n_points=50,
+    on_data = region_density(model, x, radius=0.5, n_directions=2, max_samples=50,
                              generator=gen(0))
     at_random = region_density(model, x, radius=0.5, n_directions=2, points="random",
                                generator=gen(0))

@@ -87,7 +87,7 @@ def test_deep_relu_without_norm_shrinks_with_critical_init_fix(wave):
 
 def test_json_numbers_equal_the_functional_measures(wave, tmp_path):
     net = mlp(40, 64, 4, 3, activation="tanh", norm="layer", bias_std=0.2, generator=_gen())
-    report = build_report(net, wave.as_pair(), seed=5, quick=True)
+    report = build_report(net, wave.as_pair(), generator=5, quick=True)
     out = json.loads(report.to_json())
     s = report.settings
     prof = nlc_profile(net, wave.as_pair(), batch_size=s.batch_size, n_batches=s.n_batches,

@@ -109,7 +109,7 @@ def test_a_quick_report_on_a_10000_layer_mlp_is_refused_fast():
     """Issue 18: this report ran for hours (minutes alone to choose the layers to plot);
     it is refused within seconds with the estimate and the budget that would run it."""
     net = mlp(40, 8, 10_000, 3, init="gaussian", generator=torch.Generator().manual_seed(0))
-    data = waveform_noise(200, seed=0)
+    data = waveform_noise(200, generator=0)
     start = time.perf_counter()
     with pytest.raises(BudgetExceededError) as info:
         build_report(net, data, quick=True)

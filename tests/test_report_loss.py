@@ -36,12 +36,12 @@ def test_section_equals_the_functional_measures():
     n = min(s.loss_samples, len(y))
     size = -(-n // 4)
     direct = hessian(net, (x[:n], y[:n]), top_k=1, batch_size=size,
-                     lanczos_steps=s.hessian_steps, n_probes=s.hessian_probes,
+                     n_iter=s.hessian_steps, n_probes=s.hessian_probes,
                      generator=torch.Generator().manual_seed(s.seed))
     assert section.output.result.eigenvalues == pytest.approx(direct.eigenvalues, rel=1e-6)
     assert section.output.result.trace == pytest.approx(direct.trace, rel=1e-6)
     assert section.output.result.eigenvalues_ci is not None  # four batches: an interval
-    line = loss_landscape(net, (x[:n], y[:n]), dims=1, steps=s.landscape_steps, span=1.0,
+    line = loss_landscape(net, (x[:n], y[:n]), dims=1, resolution=s.landscape_steps, span=1.0,
                           count_regions=True, batch_size=size,
                           generator=torch.Generator().manual_seed(s.seed))
     (table,) = section.output.tables

@@ -37,7 +37,7 @@ def test_sharpness_stays_in_box_and_restores_model():
     net.train()
     before = copy.deepcopy(net.state_dict())
     alpha = 1e-2
-    r = sharpness(net, F.cross_entropy, (x, y), alpha=alpha, steps=60, lr=0.05,
+    r = sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, n_iter=60, lr=0.05,
                   generator=torch.Generator().manual_seed(1))
     for name, w in net.named_parameters():
         nu = r.perturbation[name]
@@ -55,10 +55,10 @@ def test_sharpness_at_least_expected_sharpness():
     Gaussian average (quadratic model: max over the box >= r^2 tr(H)/2 >= sigma^2 tr(H)/2)."""
     net, x, y = _trained()
     alpha = 5e-3
-    sharp = sharpness(net, F.cross_entropy, (x, y), alpha=alpha, steps=100, batch_size=64,
+    sharp = sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, n_iter=100, batch_size=64,
                       generator=torch.Generator().manual_seed(2))
-    expected = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, noise="isotropic",
-                                  n_samples=400, batch_size=64,
+    expected = expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, noise="isotropic",
+                                  n_probes=400, batch_size=64,
                                   generator=torch.Generator().manual_seed(3))
     assert expected.loss == pytest.approx(sharp.loss)  # same data: the whole set
     assert sharp.difference >= expected.expected_sharpness + 3 * expected.stderr
@@ -67,14 +67,14 @@ def test_sharpness_at_least_expected_sharpness():
 def test_kl_matches_formula():
     net, x, y = _trained(steps=5)
     alpha = 0.02
-    r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, n_samples=4)
+    r = expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, n_probes=4)
     w = np.concatenate([p.detach().numpy().ravel() for p in net.parameters()])
     sigma = alpha * (10 * np.abs(w) + 1)
     assert r.kl == pytest.approx(np.sum(w**2 / (2 * sigma**2)), rel=1e-12)
     # appendix A's printed expression (1/alpha^2) sum (w / (10|w| + 1))^2 is 2 KL
     assert 2 * r.kl == pytest.approx(np.sum((w / (10 * np.abs(w) + 1)) ** 2) / alpha**2)
-    iso = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, noise="isotropic",
-                             sigma=0.3, n_samples=4)
+    iso = expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, noise="isotropic",
+                             sigma=0.3, n_probes=4)
     assert iso.kl == pytest.approx(np.sum(w**2) / (2 * 0.3**2), rel=1e-12)
 
 
@@ -82,7 +82,7 @@ def test_batched_equals_loop_over_copies():
     """The documented draw contract, replayed by copying and perturbing the model."""
     net, x, y = _trained(steps=5)
     alpha, n, b = 0.05, 7, 10
-    r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=alpha, n_samples=n,
+    r = expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=alpha, n_probes=n,
                            batch_size=b, method="weights", chunk_size=3,
                            generator=torch.Generator().manual_seed(4))
     assert r.method == "weights"
@@ -109,7 +109,7 @@ def test_expected_sharpness_independent_of_chunks_and_threads(method):
     """Chunk size 1 never gathers distinct points (local), 9 does: same numbers."""
     net, x, y = _trained(steps=5)
     run = lambda chunk: expected_sharpness(
-        net, F.cross_entropy, (x, y), alpha=0.05, n_samples=9, batch_size=10, method=method,
+        net, (x, y), loss=F.cross_entropy, alpha=0.05, n_probes=9, batch_size=10, method=method,
         chunk_size=chunk, generator=torch.Generator().manual_seed(8)).perturbed_losses
     reference = run(9)
     threads = torch.get_num_threads()
@@ -125,7 +125,7 @@ def test_expected_sharpness_independent_of_chunks_and_threads(method):
 
 def test_expected_sharpness_deterministic_and_grows_with_alpha():
     net, x, y = _trained()
-    run = lambda a, s: expected_sharpness(net, F.cross_entropy, (x, y), alpha=a, n_samples=200,
+    run = lambda a, s: expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=a, n_probes=200,
                                           batch_size=16, generator=torch.Generator().manual_seed(s))
     assert run(0.01, 5).expected_sharpness == run(0.01, 5).expected_sharpness
     assert run(0.003, 5).expected_sharpness < run(0.03, 5).expected_sharpness
@@ -133,7 +133,7 @@ def test_expected_sharpness_deterministic_and_grows_with_alpha():
 
 def test_pac_bayes_curve_and_bound_monotone():
     net, x, y = _trained()
-    r = pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.001, 0.01, 0.05], n_samples=100,
+    r = pac_bayes(net, (x, y), loss=F.cross_entropy, alphas=[0.001, 0.01, 0.05], n_probes=100,
                   batch_size=16, generator=torch.Generator().manual_seed(6))
     kls = [p.kl for p in r.points]
     assert kls[0] > kls[1] > kls[2]  # KL falls as the noise grows
@@ -156,16 +156,16 @@ def test_pac_bayes_curve_and_bound_monotone():
 def test_bad_input():
     net, x, y = _trained(steps=1)
     with pytest.raises(NNGaugeError, match="expected labelled data.*Fix"):
-        sharpness(net, F.cross_entropy, x, steps=2)
+        sharpness(net, x, loss=F.cross_entropy, n_iter=2)
     with pytest.raises(NNGaugeError, match="empty data"):
-        expected_sharpness(net, F.cross_entropy, (x[:0], y[:0]), alpha=0.1)
+        expected_sharpness(net, (x[:0], y[:0]), loss=F.cross_entropy, alpha=0.1)
     with pytest.raises(NNGaugeError, match="alpha a finite number > 0"):
-        expected_sharpness(net, F.cross_entropy, (x, y), alpha=-1.0)
+        expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=-1.0)
     with pytest.raises(NNGaugeError, match="noise"):
-        expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.1, noise="uniform")
+        expected_sharpness(net, (x, y), loss=F.cross_entropy, alpha=0.1, noise="uniform")
     with pytest.raises(NNGaugeError, match="scalar"):
-        sharpness(net, lambda o, t: F.cross_entropy(o, t, reduction="none"), (x, y), steps=2)
+        sharpness(net, (x, y), loss=lambda o, t: F.cross_entropy(o, t, reduction="none"), n_iter=2)
     with pytest.raises(NNGaugeError, match="alphas"):
-        pac_bayes(net, F.cross_entropy, (x, y), alphas=[])
+        pac_bayes(net, (x, y), loss=F.cross_entropy, alphas=[])
     with pytest.raises(NNGaugeError, match="delta"):
-        pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.1], delta=1.5)
+        pac_bayes(net, (x, y), loss=F.cross_entropy, alphas=[0.1], delta=1.5)

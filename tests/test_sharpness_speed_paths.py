@@ -83,7 +83,7 @@ def test_cached_chunks_equal_brute_force_replay(name, chunk_size, data):
     """Cached data-only layers and chunking reproduce the one-by-one replay (float64)."""
     x, y = data
     model = _models()[name].double()
-    r = expected_sharpness(model, F.cross_entropy, (x, y), alpha=ALPHA, n_samples=N,
+    r = expected_sharpness(model, (x, y), loss=F.cross_entropy, alpha=ALPHA, n_probes=N,
                            batch_size=B, method="local", chunk_size=chunk_size,
                            generator=torch.Generator().manual_seed(SEED))
     losses, bases = _replay(model, x, y, SEED)
@@ -99,7 +99,7 @@ def test_several_blocks_equal_one_block(data, monkeypatch):
     x, y = data
     model = _models()["in-place relu"].double()
     run = lambda: expected_sharpness(
-        model, F.cross_entropy, (x, y), alpha=ALPHA, n_samples=N, batch_size=B,
+        model, (x, y), loss=F.cross_entropy, alpha=ALPHA, n_probes=N, batch_size=B,
         method="local", chunk_size=2, generator=torch.Generator().manual_seed(SEED))
     one = run()
     monkeypatch.setattr(_local_noise, "ELEMENT_BUDGET", 5 * B * 16)  # widest output: 16
@@ -117,11 +117,11 @@ def test_pac_bayes_curve_equals_separate_expected_sharpness_calls(method, data):
     x, y = data
     model = _models()["branches"].double()
     alphas = [0.01, 0.05]
-    curve = pac_bayes(model, F.cross_entropy, (x, y), alphas=alphas, n_samples=N,
+    curve = pac_bayes(model, (x, y), loss=F.cross_entropy, alphas=alphas, n_probes=N,
                       batch_size=B, method=method, generator=torch.Generator().manual_seed(SEED))
     gen = torch.Generator().manual_seed(SEED)
     for alpha, point in zip(alphas, curve.points):
-        r = expected_sharpness(model, F.cross_entropy, (x, y), alpha=alpha, n_samples=N,
+        r = expected_sharpness(model, (x, y), loss=F.cross_entropy, alpha=alpha, n_probes=N,
                                batch_size=B, method=method, generator=gen)
         assert point.expected_sharpness == pytest.approx(r.expected_sharpness, abs=1e-12)
         assert point.stderr == pytest.approx(r.stderr, abs=1e-12)

@@ -22,7 +22,7 @@ def deep_tanh(gain=1.0):
 
 def test_affine_block_is_replaced_exactly():
     model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2)).double()
-    result = skim(model, "0", "1", X)
+    result = skim(model, X, layers=("0", "1"))
     assert result.absolute_deviation < 1e-12
     assert result.parameters_removed == 72
     assert len(result.model) == 3 and len(model) == 4  # the original is untouched
@@ -30,7 +30,7 @@ def test_affine_block_is_replaced_exactly():
 
 def test_linearization_is_the_first_order_taylor_expansion():
     model = deep_tanh()
-    result = skim(model, "4", "7", X)
+    result = skim(model, X, layers=("4", "7"))
     block = model[4:8]
     hidden = model[:4](X).detach()
     mean = hidden.mean(0, keepdim=True)
@@ -41,22 +41,22 @@ def test_linearization_is_the_first_order_taylor_expansion():
 
 
 def test_deviation_is_small_when_the_inputs_are_concentrated():
-    near = skim(deep_tanh(), "4", "7", 0.01 * X)
-    far = skim(deep_tanh(), "4", "7", 10 * X)
+    near = skim(deep_tanh(), 0.01 * X, layers=("4", "7"))
+    far = skim(deep_tanh(), 10 * X, layers=("4", "7"))
     assert near.deviation < far.deviation
     assert near.min_input_correlation > far.min_input_correlation
 
 
 def test_bad_blocks():
     with pytest.raises(InvalidInputError, match="named_modules"):
-        skim(deep_tanh(), "4", "99", X)
+        skim(deep_tanh(), X, layers=("4", "99"))
     with pytest.raises(InvalidInputError, match="start before end"):
-        skim(deep_tanh(), "7", "4", X)
+        skim(deep_tanh(), X, layers=("7", "4"))
     bn = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)).double()
     with pytest.raises(InvalidInputError, match="eval"):
-        skim(bn, "0", "1", X)
+        skim(bn, X, layers=("0", "1"))
     bn.eval()
-    assert skim(bn, "0", "1", X).absolute_deviation < 1e-10
+    assert skim(bn, X, layers=("0", "1")).absolute_deviation < 1e-10
 
 
 def test_nngauge_mlp_skims_through_its_sequential_form():
@@ -68,12 +68,12 @@ def test_nngauge_mlp_skims_through_its_sequential_form():
               generator=torch.Generator().manual_seed(0)).double()
     seq = net.to_sequential()
     torch.testing.assert_close(seq(X), net(X), rtol=0, atol=0)
-    early = skim(seq, "3", "20", X)  # hidden layers 1-6 (linear, norm, act each)
-    late = skim(seq, "60", "77", X)  # hidden layers 20-25
+    early = skim(seq, X, layers=("3", "20"))  # hidden layers 1-6 (linear, norm, act each)
+    late = skim(seq, X, layers=("60", "77"))  # hidden layers 20-25
     assert late.min_input_correlation > early.min_input_correlation
     assert late.deviation < early.deviation
     with pytest.raises(InvalidInputError, match="to_sequential"):
-        skim(net, "layers.1.linear", "layers.3.act", X)
+        skim(net, X, layers=("layers.1.linear", "layers.3.act"))
     with pytest.raises(InvalidInputError, match="skip=None"):
         mlp(8, 16, 5, 2, skip=0.5).to_sequential()
 
@@ -84,7 +84,7 @@ def test_skimmed_network_trains_like_the_original():
     and the original's flags are untouched."""
     model = deep_tanh()
     model[0].weight.requires_grad_(False)
-    result = skim(model, "4", "7", X)
+    result = skim(model, X, layers=("4", "7"))
     flags = [p.requires_grad for p in result.model.parameters()]
     assert flags == [False] + [True] * (len(flags) - 1)
     assert [p.requires_grad for p in model.parameters()][:2] == [False, True]

@@ -23,7 +23,7 @@ def _loop(tracker, steps=6, seed=0):
     """A plain SGD loop on waveform batches; returns the model and the batches it saw."""
     net = mlp(40, 32, 2, 3, generator=torch.Generator().manual_seed(seed))
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
-    data = waveform_noise(20 * steps, seed=seed)
+    data = waveform_noise(20 * steps, generator=seed)
     batches, snapshots = [], []
     for step in range(steps):
         x, y = data.inputs[20 * step:20 * step + 20], data.labels[20 * step:20 * step + 20]
@@ -98,7 +98,7 @@ def test_tensorboard_csv_and_jsonl_hold_the_dataframe_values(tmp_path):
 
 
 def test_custom_callables_options_fixed_data_and_explicit_steps():
-    fixed = waveform_noise(50, seed=9)
+    fixed = waveform_noise(50, generator=9)
 
     def mean_output(model, data):
         return float(model(data[0]).detach().mean())

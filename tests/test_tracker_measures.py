@@ -51,12 +51,12 @@ FUNCTIONAL = {
     "capacity": ({}, lambda m, x, y: nngauge.capacity(m, (x, y))),
     "margin": ({}, lambda m, x, y: nngauge.margin(m, (x, y))),
     "path_norm": ({"p": 1}, lambda m, x, y: nngauge.path_norm(m, 1)),
-    "sharpness": ({"steps": 20}, lambda m, x, y: nngauge.sharpness(
-        m, None, (x, y), steps=20, generator=_gen())),
+    "sharpness": ({"n_iter": 20}, lambda m, x, y: nngauge.sharpness(
+        m, (x, y), n_iter=20, generator=_gen())),
     "expected_sharpness": ({}, lambda m, x, y: nngauge.expected_sharpness(
-        m, None, (x, y), alpha=1e-3, n_samples=100, generator=_gen())),
-    "pac_bayes": ({"n_samples": 10}, lambda m, x, y: nngauge.pac_bayes(
-        m, None, (x, y), alphas=(1e-3, 3e-3, 1e-2), n_samples=10, generator=_gen())),
+        m, (x, y), alpha=1e-3, n_probes=100, generator=_gen())),
+    "pac_bayes": ({"n_probes": 10}, lambda m, x, y: nngauge.pac_bayes(
+        m, (x, y), alphas=(1e-3, 3e-3, 1e-2), n_probes=10, generator=_gen())),
     "sharpness_conditions": ({"max_samples": 16}, lambda m, x, y: nngauge.sharpness_conditions(
         m, (x, y), max_samples=16, generator=_gen())),
     "nlc_profile": ({}, lambda m, x, y: nngauge.nlc_profile(
@@ -65,10 +65,10 @@ FUNCTIONAL = {
         m, (x, y), batch_size=len(x), n_iter=10, generator=_gen())),
     "hessian": ({}, lambda m, x, y: nngauge.hessian(m, (x, y), generator=_gen())),
     "loss_landscape": ({}, lambda m, x, y: nngauge.loss_landscape(
-        m, (x, y), dims=1, steps=21, generator=_gen())),
-    "weight_transitions": ({"module": "layers.1.linear", "direction": {"weight": DIRECTION}},
+        m, (x, y), dims=1, resolution=21, generator=_gen())),
+    "weight_transitions": ({"layer": "layers.1.linear", "direction": {"weight": DIRECTION}},
                            lambda m, x, y: nngauge.weight_transitions(
-                               m, x, module="layers.1.linear", direction={"weight": DIRECTION},
+                               m, x, layer="layers.1.linear", direction={"weight": DIRECTION},
                                norm_mode="eval")),
 }
 
@@ -92,7 +92,7 @@ def test_every_registered_measure_has_a_functional_check():
 def test_tracked_values_equal_the_functional_call(name):
     options, functional = FUNCTIONAL[name]
     net = _net()
-    x, y = waveform_noise(24, seed=1)
+    x, y = waveform_noise(24, generator=1)
     row = Tracker([(name, options)], data=(x, y), seed=SEED).step(net, step=3)
     expected = functional(net, x, y)
     assert row.pop("step") == 3
@@ -105,9 +105,9 @@ def test_tracking_every_measure_leaves_the_training_state_alone():
     nn.functional.cross_entropy(net(x), y).backward()
     state = {k: v.clone() for k, v in net.state_dict().items()}
     grads = [p.grad.clone() for p in net.parameters()]
-    light = {"sharpness": {"steps": 3}, "expected_sharpness": {"n_samples": 4},
-             "pac_bayes": {"n_samples": 4}, "jacobian_norm": {"n_iter": 3},
-             "weight_transitions": {"module": "layers.0.linear",
+    light = {"sharpness": {"n_iter": 3}, "expected_sharpness": {"n_probes": 4},
+             "pac_bayes": {"n_probes": 4}, "jacobian_norm": {"n_iter": 3},
+             "weight_transitions": {"layer": "layers.0.linear",
                                     "direction": {"weight": torch.randn(16, 40)}}}
     names = list(REGISTRY)
     row = Tracker(names, options=light).step(net, (x, y))
@@ -120,9 +120,9 @@ def test_tracking_every_measure_leaves_the_training_state_alone():
 
 def test_structured_results_become_per_layer_summary_and_indexed_columns():
     net = _net()
-    x, y = waveform_noise(24, seed=1)
+    x, y = waveform_noise(24, generator=1)
     row = Tracker(["trajectory_length", "transitions", "capacity", "pac_bayes", "margin"],
-                  data=(x, y), options={"pac_bayes": {"n_samples": 4}}).step(net)
+                  data=(x, y), options={"pac_bayes": {"n_probes": 4}}).step(net)
     trajectory = nngauge.trajectory_length(net, line(x[0], x[1], 65), norm_mode="eval")
     assert [layer.name for layer in trajectory.layers] == ["input", "layers.0.act",
                                                            "layers.1.act", "output"]
@@ -146,7 +146,7 @@ def test_structured_results_become_per_layer_summary_and_indexed_columns():
 
 def test_options_give_fixed_inputs_and_replace_defaults():
     net = _net()
-    x, y = waveform_noise(24, seed=1)
+    x, y = waveform_noise(24, generator=1)
     a, b = x[5], x[9]
     tracker = Tracker({"arc": ("trajectory_length", {"trajectory": arc(a, b, 33)}),
                        "sampled": ("transitions", {"x0": a, "x1": b, "method": "sampled"}),
@@ -168,10 +168,10 @@ def test_options_give_fixed_inputs_and_replace_defaults():
 
 def test_fixed_probes_give_identical_values_on_an_unchanged_model():
     net = _net()
-    data = waveform_noise(60, seed=2)
+    data = waveform_noise(60, generator=2)
     tracker = Tracker(["trajectory_length", "transitions", "region_density", "correlations",
                        "activation_patterns", "kernel_conditioning",
-                       ("expected_sharpness", {"n_samples": 8})],
+                       ("expected_sharpness", {"n_probes": 8})],
                       probe_data=data.inputs[:10], data=(data.inputs[40:], data.labels[40:]))
     first = tracker.step(net, (data.inputs[:20], data.labels[:20]))
     second = tracker.step(net, (data.inputs[20:40], data.labels[20:40]))  # another batch
@@ -182,7 +182,7 @@ def test_fixed_probes_give_identical_values_on_an_unchanged_model():
 
 def test_probes_default_to_a_copy_of_the_first_measured_batch():
     net = _net()
-    x, y = waveform_noise(20, seed=3)
+    x, y = waveform_noise(20, generator=3)
     batch = x.clone()
     tracker = Tracker(["transitions"])
     first = tracker.step(net, (batch, y))

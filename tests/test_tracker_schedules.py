@@ -53,7 +53,7 @@ def test_schedules_read_given_global_steps():
 
 def test_epoch_schedule_measures_at_epoch_ends_on_the_last_batch():
     net = _net()
-    data = waveform_noise(40, seed=0)
+    data = waveform_noise(40, generator=0)
     tracker = Tracker(["nlc", "weight_norm"], schedule="epoch", seed=2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for epoch in range(2):
@@ -79,7 +79,7 @@ def test_tensorboard_and_csv_hold_the_flat_columns(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     net = _net()
-    data = waveform_noise(30, seed=4)
+    data = waveform_noise(30, generator=4)
     sinks = [TensorBoardSink(tmp_path / "tb"), CSVSink(tmp_path / "run.csv")]
     with Tracker(["trajectory_length", "transitions", "weight_norm"], every=2, sinks=sinks,
                  probe_data=data.inputs[:2]) as tracker:

@@ -141,7 +141,7 @@ def test_hard_tanh_length_grows_exponentially_at_theorem_3_rate(seed):
     res = trajectory_length(model, arc(x0, x1, 129), tol=1e-2)
     assert res.converged
     hidden = np.log(np.array(res.lengths[:depth]))  # input and the depth - 1 hidden layers
-    bound = trajectory_growth_bound(k, depth - 1, sigma_w=sigma_w, activation="hard_tanh")
+    bound = trajectory_growth_bound(k, depth - 1, sigma_w=sigma_w, act="hard_tanh")
     growth = np.exp(np.diff(hidden))
     # every layer grows at least by Theorem 3's explicit factor, and at most by its upper bound
     assert np.all(growth >= bound.rate) and np.all(growth <= bound.upper_rate)

@@ -108,7 +108,7 @@ def test_hard_tanh_growth_matches_theorem_3():
     bounds it from above by ``upper_rate``; the measured per-layer growth of every seed must
     lie between, and log length must be linear in depth (exponential growth)."""
     width, depth, sigma_w = 100, 7, 4.0
-    bound = trajectory_growth_bound(width, depth - 1, sigma_w=sigma_w, activation="hard_tanh")
+    bound = trajectory_growth_bound(width, depth - 1, sigma_w=sigma_w, act="hard_tanh")
     slopes = []
     for seed in range(3):
         gen = torch.Generator().manual_seed(seed)

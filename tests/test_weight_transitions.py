@@ -41,7 +41,7 @@ def test_exact_breakpoints_equal_a_dense_count_at_100k_steps():
     x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
     delta = {"weight": torch.randn(12, 12, generator=gen, dtype=torch.float64),
              "bias": torch.randn(12, generator=gen, dtype=torch.float64)}
-    res = weight_transitions(net, x, module="2", direction=delta, span=(-1.0, 1.0))
+    res = weight_transitions(net, x, layer="2", direction=delta, span=(-1.0, 1.0))
     t = torch.linspace(-1.0, 1.0, 100_001, dtype=torch.float64)
     dense = _dense_changes(net, x, delta, t)
     step = 2.0 / 100_000
@@ -61,7 +61,7 @@ def test_a_bias_line_moves_each_unit_across_zero_once():
         net[0].weight.copy_(torch.tensor([[1.0], [2.0], [-1.0]]))
         net[0].bias.zero_()
     x = torch.tensor([[1.0]], dtype=torch.float64)
-    res = weight_transitions(net, x, module="0",
+    res = weight_transitions(net, x, layer="0",
                              direction={"bias": torch.tensor([1.0, 1.0, 1.0])}, span=(-5, 5))
     # unit i is on where w_i + t > 0: changes at t = -1, -2, 1
     assert res.breakpoints.tolist() == pytest.approx([-2.0, -1.0, 1.0])
@@ -71,17 +71,17 @@ def test_a_bias_line_moves_each_unit_across_zero_once():
 def test_bad_inputs_are_refused():
     net, x = _net(), torch.randn(4, 3, dtype=torch.float64)
     ok = {"bias": torch.ones(12, dtype=torch.float64)}
-    with pytest.raises(NNGaugeError, match="module="):
-        weight_transitions(net, x, module="9", direction=ok)
+    with pytest.raises(NNGaugeError, match="layer="):
+        weight_transitions(net, x, layer="9", direction=ok)
     with pytest.raises(NNGaugeError, match="own parameters"):
-        weight_transitions(net, x, module="1", direction=ok)
+        weight_transitions(net, x, layer="1", direction=ok)
     with pytest.raises(NNGaugeError, match="shaped"):
-        weight_transitions(net, x, module="2", direction={"bias": torch.ones(3)})
+        weight_transitions(net, x, layer="2", direction={"bias": torch.ones(3)})
     with pytest.raises(NNGaugeError, match="increasing"):
-        weight_transitions(net, x, module="2", direction=ok, span=(1.0, 1.0))
+        weight_transitions(net, x, layer="2", direction=ok, span=(1.0, 1.0))
     tanh = nn.Sequential(nn.Linear(3, 4), nn.Tanh()).double()
     with pytest.raises(NNGaugeError, match="not piecewise linear"):
-        weight_transitions(tanh, x, module="0", direction={"bias": torch.ones(4)})
+        weight_transitions(tanh, x, layer="0", direction={"bias": torch.ones(4)})
 
 
 def test_more_pieces_than_the_budget_are_refused_before_they_are_made():
@@ -92,6 +92,6 @@ def test_more_pieces_than_the_budget_are_refused_before_they_are_made():
     x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
     delta = {"weight": torch.randn(12, 12, generator=gen, dtype=torch.float64)}
     with pytest.raises(BudgetExceededError, match="max_pieces=10"):
-        weight_transitions(net, x, module="2", direction=delta, max_pieces=10)
+        weight_transitions(net, x, layer="2", direction=delta, max_pieces=10)
     with pytest.raises(NNGaugeError, match="max_pieces None or an integer >= 1"):
-        weight_transitions(net, x, module="2", direction=delta, max_pieces=0)
+        weight_transitions(net, x, layer="2", direction=delta, max_pieces=0)

@@ -52,6 +52,11 @@ class Constraint:
         """Values outside the set (for the generated bad-input tests)."""
         raise NotImplementedError
 
+    def normalized(self, value: Any) -> Any:
+        """The accepted ``value`` as the function receives it (itself, unless the constraint
+        reads one value several ways, as :class:`RandomSource` does)."""
+        return value
+
 
 def _is_number(value: Any) -> bool:
     """A real scalar: Python or numpy int / float, not a bool."""
@@ -307,6 +312,40 @@ class Maybe(Constraint):
     def violations(self) -> list[Any]:
         return [v for v in self.inner.violations() if v is not None]
 
+    def normalized(self, value: Any) -> Any:
+        return None if value is None else self.inner.normalized(value)
+
+
+_SEED = Integer(0, 2**64 - 1)
+_TORCH_GENERATOR = TorchInstance("torch.Generator", "a torch.Generator")
+
+
+@dataclass(frozen=True)
+class RandomSource(Constraint):
+    """A ``torch.Generator`` or an int seed in [0, 2^64) (what ``Generator.manual_seed``
+    takes), normalized for the function by :func:`nngauge._random.torch_generator` (an int
+    becomes a fresh generator seeded with it), or kept as given with ``keep_seed`` (for
+    functions seeding numpy through :func:`nngauge._random.seed_of`, where an int must stay
+    the int)."""
+
+    keep_seed: bool = False
+
+    def accepts(self, value: Any) -> bool:
+        return _SEED.accepts(value) or _TORCH_GENERATOR.accepts(value)
+
+    def expected(self) -> str:
+        return "a torch.Generator or an int seed >= 0"
+
+    def violations(self) -> list[Any]:
+        return ["seed", -1, 2.5, True]
+
+    def normalized(self, value: Any) -> Any:
+        if self.keep_seed:
+            return value
+        from nngauge._random import torch_generator
+
+        return torch_generator(value)
+
 
 def _finite_numbers(values: Any, low: float, low_open: bool) -> bool:
     items = list(values)
@@ -329,8 +368,15 @@ MODEL = TorchInstance("torch.nn.Module", "a torch.nn.Module (the network to meas
 NAME = Instance((str,), "a module name (as in model.named_modules())", (3, None, ["fc"]))
 """A submodule's name."""
 
-GENERATOR = Maybe(TorchInstance("torch.Generator", "a torch.Generator", (0, "seed")))
-"""The ``generator`` argument: None (torch's global generator) or a torch.Generator."""
+GENERATOR = Maybe(RandomSource())
+"""The ``generator`` argument: None (torch's global generator), a torch.Generator, or an int
+seed (the function receives ``torch.Generator().manual_seed(seed)``): normalized here, once
+for every function, so that an int and a generator seeded with it give the same values."""
+
+SEED_OR_GENERATOR = Maybe(RandomSource(keep_seed=True))
+"""The ``generator`` argument of functions that seed numpy (the bundled data sets, the
+report): as :data:`GENERATOR`, but an int reaches the function as it is
+(:func:`nngauge._random.seed_of` gives it back; a generator gives one draw)."""
 
 CALLABLE = Check(callable, "a callable", ("mse", 3))
 
@@ -380,6 +426,11 @@ def constrained(**constraints: Constraint) -> Callable[[F], F]:
         constraints_ = {**{n: c for n, c in SHARED.items() if n in signature.parameters},
                         **constraints}
         where = f"{function.__name__}()"
+        # defaults read another way (an int seed becoming a generator), fresh at every call
+        read_defaults = {n: c for n, c in constraints_.items()
+                         if signature.parameters[n].default is not inspect.Parameter.empty
+                         and c.normalized(signature.parameters[n].default)
+                         is not signature.parameters[n].default}
 
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
@@ -387,13 +438,24 @@ def constrained(**constraints: Constraint) -> Callable[[F], F]:
                 bound = signature.bind(*args, **kwargs)
             except TypeError:
                 return function(*args, **kwargs)  # Python's own message for a bad call
+            changed = {}
             for name, value in bound.arguments.items():
                 constraint = constraints_.get(name)
-                if constraint is not None and not constraint.accepts(value):
+                if constraint is None:
+                    continue
+                if not constraint.accepts(value):
                     raise invalid(where, f"{name} {constraint.expected()}",
                                   f"{name}={_shown(value)}",
                                   _fix(name, constraint, signature.parameters[name].default))
-            return function(*args, **kwargs)
+                normalized = constraint.normalized(value)
+                if normalized is not value:
+                    changed[name] = normalized
+            changed.update({n: c.normalized(signature.parameters[n].default)
+                            for n, c in read_defaults.items() if n not in bound.arguments})
+            if not changed:
+                return function(*args, **kwargs)
+            bound.arguments.update(changed)
+            return function(*bound.args, **bound.kwargs)
 
         checked.__constraints__ = constraints_  # type: ignore[attr-defined]
         return checked  # type: ignore[return-value]
@@ -422,4 +484,5 @@ def _fix(name: str, constraint: Constraint, default: Any) -> str:
 
 __all__ = ["Array", "CALLABLE", "Check", "Choice", "Constraint", "Either", "Flag", "GENERATOR",
            "Instance", "Integer", "MODEL", "Maybe", "NAME", "NORM_MODES", "NormMode", "Numbers",
-           "OUTPUT", "Real", "SHARED", "TorchInstance", "constrained", "declared"]
+           "OUTPUT", "RandomSource", "Real", "SEED_OR_GENERATOR", "SHARED", "TorchInstance",
+           "constrained", "declared"]

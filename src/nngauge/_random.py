@@ -20,17 +20,21 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
+
+import numpy as np
 
 SEED_BOUND = 2**31 - 1
 """Seeds drawn from a generator lie in [0, SEED_BOUND): numpy's and torch's seeders take them."""
 
 
 def seed_of(generator: Any) -> int:
-    """An int seed: ``generator`` itself when it is an int, else one draw in [0, 2^31 - 1)
-    from the ``torch.Generator`` (the draw reproductions have always used to seed numpy)."""
-    if isinstance(generator, int) and not isinstance(generator, bool):
-        return generator
+    """An int seed: ``generator`` itself when it is an int (Python or numpy), else one draw
+    in [0, 2^31 - 1) from the ``torch.Generator`` (the draw reproductions have always used to
+    seed numpy)."""
+    if _is_seed(generator):
+        return int(generator)
     import torch
 
     return int(torch.randint(0, SEED_BOUND, (1,), generator=generator))
@@ -39,11 +43,16 @@ def seed_of(generator: Any) -> int:
 def torch_generator(generator: Any) -> Optional[Any]:
     """A ``torch.Generator`` to draw from: as given, a fresh one seeded with an int, or None
     (torch's global generator)."""
-    if isinstance(generator, int) and not isinstance(generator, bool):
+    if _is_seed(generator):
         import torch
 
-        return torch.Generator().manual_seed(generator)
+        return torch.Generator().manual_seed(int(generator))
     return generator
+
+
+def _is_seed(value: Any) -> bool:
+    """An int seed: a Python or numpy integer, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 __all__ = ["SEED_BOUND", "seed_of", "torch_generator"]

@@ -180,7 +180,7 @@ def _cell_weight_transitions(model, d: Inputs):
     name = _first_weight_layer(model)
     weight = model.get_submodule(name).weight
     direction = torch.randn(weight.shape, generator=_generator(), dtype=weight.dtype)
-    return weight_transitions(model, d.x, module=name, direction={"weight": direction},
+    return weight_transitions(model, d.x, layer=name, direction={"weight": direction},
                               span=(-1e-4, 1e-4), max_pieces=4096, norm_mode=d.norm_mode,
                               norm_data=d.x)
 
@@ -216,8 +216,7 @@ MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
     "error_preserving_perturbation": lambda m, d: error_preserving_perturbation(
         m, (d.x, d.y), batch_size=8, n_batches=1, n_input_directions=2, k_max=10.0,
         generator=_generator()),
-    "skim": lambda m, d: skim(m, *_first_block(m), d.x,
-                                                    norm_mode=d.norm_mode),
+    "skim": lambda m, d: skim(m, d.x, layers=_first_block(m), norm_mode=d.norm_mode),
     "trajectory_length": _cell_trajectory,
     "transitions_exact": lambda m, d: _cell_transitions(m, d, "exact"),
     "transitions_sampled": lambda m, d: _cell_transitions(m, d, "sampled"),
@@ -229,7 +228,7 @@ MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
         generator=_generator(), norm_mode=d.norm_mode, norm_data=d.x),
     "regions": _cell_regions,
     "dichotomies": lambda m, d: dichotomies(
-        m, d.x[:6], layer=_first_weight_layer(m), n_steps=16, generator=_generator()),
+        m, d.x[:6], layer=_first_weight_layer(m), resolution=16, generator=_generator()),
     "weight_noise_robustness": lambda m, d: weight_noise_robustness(
         m, d.x, d.y, noise_levels=(0.0, 0.1), n_repeats=1, layers=[_first_weight_layer(m)],
         generator=_generator()),
@@ -239,21 +238,20 @@ MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
     "capacity": lambda m, d: capacity(m, d.x, d.y),
     "fold_batchnorm": _folded_function,
     "sharpness": lambda m, d: sharpness(
-        m, None, (d.x, d.y), steps=3, batch_size=4, generator=_generator()),
+        m, (d.x, d.y), n_iter=3, batch_size=4, generator=_generator()),
     "expected_sharpness": lambda m, d: expected_sharpness(
-        m, None, (d.x, d.y), alpha=1e-3, n_samples=4, batch_size=4, generator=_generator()),
+        m, (d.x, d.y), alpha=1e-3, n_probes=4, batch_size=4, generator=_generator()),
     "pac_bayes": lambda m, d: pac_bayes(
-        m, None, (d.x, d.y), alphas=[1e-3], n_samples=4, batch_size=4,
-        generator=_generator()),
+        m, (d.x, d.y), alphas=[1e-3], n_probes=4, batch_size=4, generator=_generator()),
     "sharpness_conditions": lambda m, d: sharpness_conditions(
         m, d.x, max_samples=4),
     "hessian": lambda m, d: hessian(
         m, (d.x, d.y), loss="mse" if d.y.is_floating_point() else "cross_entropy",
-        trace=False, batch_size=4, n_batches=1, lanczos_steps=2, generator=_generator()),
+        trace=False, batch_size=4, n_batches=1, n_iter=2, generator=_generator()),
     "loss_landscape": lambda m, d: loss_landscape(
-        m, (d.x, d.y), steps=(3, 3), span=0.1, generator=_generator()),
+        m, (d.x, d.y), resolution=(3, 3), span=0.1, generator=_generator()),
     "landscape_regions": lambda m, d: loss_landscape(
-        m, (d.x, d.y), dims=1, steps=5, span=0.1, count_regions=True,
+        m, (d.x, d.y), dims=1, resolution=5, span=0.1, count_regions=True,
         generator=_generator()),
     "weight_transitions": _cell_weight_transitions,
 }

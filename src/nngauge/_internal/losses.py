@@ -1,24 +1,45 @@
 """Losses and class scores for classifier and sequence outputs, with label checks.
 
-Loss-based measures need a per-sample loss. The default, :func:`per_sample_loss`, covers the
-outputs people train: class scores (b, C) with integer labels (b,), per-position scores
-(b, ..., C) with labels (b, ...) (a language model's next-token logits: cross-entropy at every
-position, averaged over the positions of each sample), and regression targets of the output's
-shape (squared error summed over each sample's entries). Labels are checked once, here:
-shape against the output, range against the number of classes.
+Every loss-based measure takes ``loss``, with one meaning (``docs/api.md``, "The loss"),
+turned into a scalar loss function by one resolver, :func:`resolve_loss`:
+
+- ``"auto"`` (the default everywhere): :func:`mean_loss`, the batch mean of
+  :func:`per_sample_loss`, which covers the outputs people train: class scores (b, C) with
+  integer labels (b,), per-position scores (b, ..., C) with labels (b, ...) (a language
+  model's next-token logits: cross-entropy at every position, averaged over the positions of
+  each sample), and regression targets of the output's shape (squared error summed over each
+  sample's entries);
+- ``"cross_entropy"``: the same for integer labels only;
+- ``"mse"``: :func:`one_hot_mse`, the mean squared error over every entry (integer labels
+  one-hot);
+- a callable ``loss(outputs, labels)`` returning the batch mean as one number, ``outputs`` the
+  measured output tensor (what ``output=`` selects).
+
+Labels are checked once, here: shape against the output, range against the number of
+classes; a callable is tried once on the first samples and refused when it does not return
+one number.
 """
 
 from __future__ import annotations
 
+import functools
+import typing
 from itertools import islice
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
 
-from nngauge.errors import invalid
+from nngauge._constraints import CALLABLE, Choice, Either
+from nngauge.errors import NNGaugeError, invalid
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+LossName = Literal["auto", "cross_entropy", "mse"]
+LOSSES = typing.get_args(LossName)
+Loss = Union[LossName, LossFn]
+"""The ``loss`` argument of every loss-based measure."""
+LOSS = Either((Choice.literal(LossName), CALLABLE))
+"""Its declared constraint (:func:`nngauge._constraints.constrained`)."""
 
 
 def check_class_labels(scores: torch.Tensor, labels: torch.Tensor, where: str) -> None:
@@ -92,14 +113,75 @@ def one_hot_mse(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (outputs - labels).pow(2).mean()  # F.mse_loss has no forward-mode HVP under vmap
 
 
-def named_loss(name: str, labels: torch.Tensor, where: str) -> LossFn:
-    """The scalar loss called ``name``: "cross_entropy" (:func:`mean_loss`; integer labels
-    only) or "mse" (:func:`one_hot_mse`)."""
-    if name == "cross_entropy" and labels.is_floating_point():
+def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where: str
+                 ) -> tuple[LossFn, str]:
+    """The scalar loss function ``loss`` stands for, and its name, checked once.
+
+    Args:
+        loss: "auto", "cross_entropy", "mse" or a callable (see the module docstring).
+        outputs: the measured outputs (k, ..., C) of the first k >= 1 samples.
+        labels: every label the loss will be given (n, ...): a named loss checks them all
+            against the outputs' shape and number of classes; a callable is tried once on
+            the first k.
+        where: the measure, for error messages.
+
+    Returns:
+        ``(loss_fn, name)``: ``loss_fn(outputs, labels)`` -> a 0-d tensor, the batch's mean
+        loss (traceable by ``torch.func``: no check runs inside it); ``name`` is
+        "cross_entropy" or "squared_error" for "auto" (by the labels' dtype), the name given,
+        or the callable's ``__name__``.
+
+    Example:
+        >>> out, y = torch.zeros(4, 3), torch.tensor([0, 1, 2, 0])
+        >>> fn, name = resolve_loss("auto", out, y, "m()")
+        >>> name, round(float(fn(out, y)), 4)
+        ('cross_entropy', 1.0986)
+    """
+    labels = labels.to(outputs.device)
+    if callable(loss):
+        _try(loss, outputs, labels[:len(outputs)], where)
+        return _reshaped(loss), getattr(loss, "__name__", type(loss).__name__)
+    if loss == "cross_entropy" and labels.is_floating_point():
         raise invalid(where, "integer class labels for loss='cross_entropy'",
                       f"floating labels of dtype {labels.dtype}",
-                      "pass class indices, or loss='mse' for regression targets")
-    return mean_loss if name == "cross_entropy" else one_hot_mse
+                      "pass class indices, or loss='auto' or 'mse' for regression targets")
+    check_labels(outputs[:1].expand(len(labels), *outputs.shape[1:]), labels, where)
+    if loss == "mse":
+        return one_hot_mse, "mse"
+    return mean_loss, "squared_error" if labels.is_floating_point() else "cross_entropy"
+
+
+def _try(loss: LossFn, outputs: torch.Tensor, labels: torch.Tensor, where: str) -> None:
+    """Call a user's loss once: it must run and return one number."""
+    try:
+        scalar_loss(loss, outputs, labels, where)
+    except NNGaugeError:
+        raise
+    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+        raise invalid(where, "loss(outputs, labels) running on the measured outputs "
+                      f"{tuple(outputs.shape)} and the labels {tuple(labels.shape)} "
+                      f"({labels.dtype})", f"{type(exc).__name__}: {exc}",
+                      "make the loss accept the output tensor output= selects and the "
+                      "data's labels, or pass loss='auto'") from exc
+
+
+def _reshaped(loss: LossFn) -> LossFn:
+    """A user's loss returning a 0-d tensor (it may return shape (1,))."""
+
+    @functools.wraps(loss)
+    def scalar(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return loss(outputs, labels).reshape(())
+
+    return scalar
+
+
+def model_loss(adapter: Any, loss: Loss, x: torch.Tensor, labels: torch.Tensor
+               ) -> tuple[LossFn, str]:
+    """:func:`resolve_loss` on the model's outputs for the first inputs of ``x`` (prepared
+    for the model) and ``labels``, all the labels of the measure."""
+    with torch.no_grad():
+        out = adapter(x[:2])
+    return resolve_loss(loss, out, labels, adapter.where)
 
 
 def with_labels(data: Any, labels: Any, where: str) -> Any:
@@ -126,19 +208,19 @@ def labelled_batches(adapter: Any, data: Any, batch_size: int, n_batches: Option
     return out
 
 
-def labelled_tensors(adapter: Any, data: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """All inputs (prepared for the model) and labels of ``data``, the labels checked against
-    the model's outputs once (the loss then runs unchecked, under vmap)."""
+def labelled_tensors(adapter: Any, data: Any, loss: Loss
+                     ) -> tuple[torch.Tensor, torch.Tensor, LossFn, str]:
+    """All inputs (prepared for the model) and labels of ``data``, with the loss resolved and
+    checked against them once (:func:`model_loss`; the loss then runs unchecked, under
+    vmap)."""
     batch = adapter.collect(data)
     if batch.labels is None:
-        raise invalid(adapter.where, "labelled data: (inputs, labels) or a Dataset of pairs",
-                      "inputs without labels", "pass data=(inputs, labels)")
+        raise invalid(adapter.where, "labelled data: (inputs, labels), inputs with labels=, "
+                      "or a Dataset of pairs", "inputs without labels",
+                      "pass data=(inputs, labels) or labels=")
     x = adapter.prepare_raw(batch.inputs)
     y = batch.labels.to(x.device)
-    with torch.no_grad():
-        out = adapter(x[:2])
-    check_labels(out[:1].expand(len(y), *out.shape[1:]), y, adapter.where)
-    return x, y
+    return (x, y, *model_loss(adapter, loss, x, y))
 
 
 def scalar_loss(loss_fn: LossFn, outputs: torch.Tensor, labels: torch.Tensor,
@@ -147,12 +229,14 @@ def scalar_loss(loss_fn: LossFn, outputs: torch.Tensor, labels: torch.Tensor,
     number is refused."""
     value = loss_fn(outputs, labels)
     if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        raise invalid(where, "loss_fn(outputs, labels) returning a scalar tensor",
-                      f"{type(value).__name__} of shape {tuple(getattr(value, 'shape', ()))}",
-                      "use a mean-reduced loss such as torch.nn.functional.cross_entropy")
+        shape = (f" of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else "")
+        raise invalid(where, "loss(outputs, labels) returning a scalar: the batch's mean loss "
+                      "as one number (a tensor of one element)", f"{type(value).__name__}{shape}",
+                      "reduce to the mean over the batch (e.g. "
+                      "torch.nn.functional.cross_entropy with its default reduction='mean')")
     return value.reshape(())
 
 
-__all__ = ["LossFn", "check_class_labels", "check_labels", "flat_scores", "labelled_batches",
-           "labelled_tensors", "mean_loss", "named_loss", "one_hot_mse", "per_sample_loss", "scalar_loss",
-           "with_labels"]
+__all__ = ["LOSS", "LOSSES", "Loss", "LossFn", "LossName", "check_class_labels", "check_labels",
+           "flat_scores", "labelled_batches", "labelled_tensors", "mean_loss", "model_loss",
+           "one_hot_mse", "per_sample_loss", "resolve_loss", "scalar_loss", "with_labels"]

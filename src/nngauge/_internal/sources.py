@@ -123,7 +123,7 @@ def _waveform(options: dict, *, seed: int, n: Optional[int], where: str):
     _no_options(options, ("n",), "waveform", where)
     from nngauge.data import waveform_noise
 
-    data = waveform_noise(int(options.get("n", n or DEFAULT_N)), seed=seed)
+    data = waveform_noise(int(options.get("n", n or DEFAULT_N)), generator=seed)
     return data.inputs, data.labels
 
 
@@ -148,7 +148,7 @@ def _gaussian(options: dict, *, seed: int, n: Optional[int], where: str):
     shape = _shape(options, where)
     from nngauge.data import gaussian
 
-    data = gaussian(int(options.get("n", n or DEFAULT_N)), math.prod(shape), seed=seed,
+    data = gaussian(int(options.get("n", n or DEFAULT_N)), math.prod(shape), generator=seed,
                     n_classes=int(options.get("n_classes", 2)))
     return data.inputs.reshape(len(data.inputs), *shape), data.labels
 

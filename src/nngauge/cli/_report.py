@@ -72,7 +72,8 @@ def report(
     module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed)
     try:
         with _progress(len(SECTION_BUILDERS)) as step:
-            result = build_report(module, source.as_pair(), seed=seed, batch_size=batch_size,
+            result = build_report(module, source.as_pair(), generator=seed,
+                                  batch_size=batch_size,
                                   n_batches=n_batches, quick=quick,
                                   output=int(output) if output and output.isdigit() else output,
                                   input_module=input_module, norm_mode=mode, dropout=dropout,

@@ -64,12 +64,9 @@ def _reproduce(console, name: Optional[list[str]], out: Optional[Path], scale: s
         _run_several(console, selected, out if out is not None else Path("reproduce"), scale,
                      seed, "--all" if run_all else " ".join(selected))
         return
-    import torch
-
     reproduction = get(name[0])
     out = out if out is not None else Path("reproduce") / reproduction.name
-    result = reproduction.run(out, scale=scale, generator=torch.Generator().manual_seed(seed),
-                              seed=seed)
+    result = reproduction.run(out, scale=scale, generator=seed)
     console.print(_values_table(result))
     console.print(f"[bold]Differs from the paper ({result.scale} scale):[/bold]")
     for line in result.differences:

@@ -21,12 +21,13 @@ keeps the 99% of variance that step 3 measured and preserves distances within th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Optional
+from typing import Any, Literal, NamedTuple, Optional, Union
 
 import torch
 
 from nngauge._constraints import Choice, Real, constrained
-from nngauge.data._splits import SEED, LabelledData
+from nngauge._vocabulary import renamed
+from nngauge.data._splits import LabelledData
 from nngauge.errors import invalid
 
 Projection = Literal["pca", "haar"]
@@ -68,9 +69,10 @@ class Preprocessed(NamedTuple):
     transform: Preprocessing
 
 
-@constrained(variance=Real(0, 1, low_open=True), projection=Choice.literal(Projection), seed=SEED)
+@renamed(seed="generator")
+@constrained(variance=Real(0, 1, low_open=True), projection=Choice.literal(Projection))
 def preprocess(train: Any, *others: Any, variance: float = 0.99, projection: Projection = "pca",
-               seed: int = 0) -> Preprocessed:
+               generator: Optional[Union[torch.Generator, int]] = 0) -> Preprocessed:
     """Fit the NLC paper's D.2 preprocessing on ``train`` and apply it to all data given.
 
     Args:
@@ -79,7 +81,8 @@ def preprocess(train: Any, *others: Any, variance: float = 0.99, projection: Pro
         variance: fraction of variance the PCA dimension k must hold, in (0, 1]; default 0.99.
         projection: "pca" (default: leading principal directions, randomly rotated) or "haar"
             (a uniformly random d x k orthonormal frame, the literal reading); see module doc.
-        seed: seed of the random orthogonal matrix.
+        generator: draws the random orthogonal matrix: an int seed (default 0: the same
+            matrix on every call) or a torch.Generator.
 
     Returns:
         :class:`Preprocessed` ``(data, transform)``: ``data`` holds float32 (n, k) inputs, or
@@ -98,7 +101,6 @@ def preprocess(train: Any, *others: Any, variance: float = 0.99, projection: Pro
     _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
     share = (s ** 2).cumsum(0) / (s ** 2).sum()
     k = int((share < variance - 1e-12).sum()) + 1
-    generator = torch.Generator().manual_seed(int(seed))
     if projection == "pca":
         matrix = vh[:k].T @ _haar(k, generator)
     else:

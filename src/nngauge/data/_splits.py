@@ -6,15 +6,13 @@ NLC paper appendix D.2: waveform-noise's 5,000 points were split at random into 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from nngauge._constraints import Check, Integer, Numbers, constrained
+from nngauge._constraints import Check, Numbers, constrained
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
-
-SEED = Integer(0, 2**64 - 1)
-"""A seed: what numpy's ``default_rng`` and torch's ``Generator.manual_seed`` both take."""
 
 _POSITIVE = Numbers(0, low_open=True)
 FRACTIONS = Check(lambda v: _POSITIVE.accepts(v) and abs(sum(v) - 1.0) <= 1e-6,
@@ -45,9 +43,10 @@ def as_labelled(data: Any, where: str) -> LabelledData:
     return LabelledData(inputs, labels)
 
 
-@constrained(fractions=FRACTIONS, seed=SEED)
+@renamed(seed="generator")
+@constrained(fractions=FRACTIONS)
 def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
-          seed: int = 0) -> tuple[LabelledData, ...]:
+          generator: Optional[Union[torch.Generator, int]] = 0) -> tuple[LabelledData, ...]:
     """Split ``(inputs, labels)`` at random into parts of the given fractions.
 
     Part sizes are ``round(n * cumsum(fractions))`` differences, so they add up to n exactly.
@@ -56,14 +55,15 @@ def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
         data: an ``(inputs, labels)`` pair, e.g. :func:`nngauge.data.waveform_noise`'s result.
         fractions: positive fractions summing to 1; default (0.6, 0.2, 0.2), the NLC paper's
             waveform-noise split (D.2): train, validation, test.
-        seed: seed of the random permutation.
+        generator: draws the random permutation: an int seed (default 0: the same split on
+            every call) or a torch.Generator.
 
     Returns:
         One :class:`LabelledData` per fraction, in order.
 
     Example:
         >>> from nngauge.data import split, waveform_noise
-        >>> train, val, test = split(waveform_noise(5000), (0.6, 0.2, 0.2), seed=0)
+        >>> train, val, test = split(waveform_noise(5000), (0.6, 0.2, 0.2), generator=0)
         >>> len(train.labels), len(val.labels), len(test.labels)
         (3000, 1000, 1000)
     """
@@ -75,6 +75,6 @@ def split(data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *,
     if any(b1 <= b0 for b0, b1 in zip(bounds, bounds[1:])):
         raise invalid(where, "at least one sample in every part", f"n={n} and {fractions}",
                       "use more data or fewer, larger parts")
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+    order = torch.randperm(n, generator=generator)
     return tuple(LabelledData(data.inputs[order[b0:b1]], data.labels[order[b0:b1]])
                  for b0, b1 in zip(bounds, bounds[1:]))

@@ -22,11 +22,15 @@ order is shuffled, so small splits keep the NLC paper's balance filter (appendix
 
 from __future__ import annotations
 
+from typing import Optional, Union
+
 import numpy as np
 import torch
 
-from nngauge._constraints import Integer, constrained
-from nngauge.data._splits import SEED, LabelledData
+from nngauge._constraints import SEED_OR_GENERATOR, Integer, constrained
+from nngauge._random import seed_of
+from nngauge._vocabulary import renamed
+from nngauge.data._splits import LabelledData
 
 N_WAVE_FEATURES = 21
 N_NOISE_FEATURES = 19
@@ -49,8 +53,10 @@ def base_waves() -> np.ndarray:
     return np.stack([h1(i), h1(i - 8), h1(i - 4)])
 
 
-@constrained(n=Integer(1), seed=SEED)
-def waveform_noise(n: int = 5000, *, seed: int = 0) -> LabelledData:
+@renamed(seed="generator")
+@constrained(n=Integer(1), generator=SEED_OR_GENERATOR)
+def waveform_noise(n: int = 5000, *, generator: Optional[Union[torch.Generator, int]] = 0
+                   ) -> LabelledData:
     """Sample ``n`` points of Breiman's waveform-noise data set (40 features, 3 classes).
 
     x(i) = u h_a(i) + (1 - u) h_b(i) + e(i) for i <= 21 and x(i) = e(i) for 22 <= i <= 40, with
@@ -60,18 +66,19 @@ def waveform_noise(n: int = 5000, *, seed: int = 0) -> LabelledData:
 
     Args:
         n: number of samples (>= 1).
-        seed: seed of the generator; the same seed gives the same data.
+        generator: an int seed of numpy's generator (default 0; the same seed gives the same
+            data), or a torch.Generator, from which one seed is drawn.
 
     Returns:
         :class:`LabelledData` with inputs (n, 40) float32 and labels (n,) int64 in {0, 1, 2}.
 
     Example:
         >>> from nngauge.data import waveform_noise
-        >>> data = waveform_noise(300, seed=0)
+        >>> data = waveform_noise(300, generator=0)
         >>> tuple(data.inputs.shape), data.labels.bincount().tolist()
         ((300, 40), [100, 100, 100])
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed_of(generator))
     labels = rng.permutation(np.arange(n) % len(CLASS_WAVES))
     waves = base_waves()
     pairs = np.asarray(CLASS_WAVES)[labels]

@@ -21,7 +21,7 @@ from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter, NormMode
 from nngauge._internal.data import Batch
-from nngauge._internal.losses import check_labels, mean_loss, with_labels
+from nngauge._internal.losses import resolve_loss, with_labels
 from nngauge.errors import invalid
 
 LABELS_FIX = ("pass labels=<integer class labels (b,)> or data=(inputs, labels) (floating "
@@ -74,13 +74,14 @@ def trainable(adapter: ModelAdapter, names: frozenset[str], purpose: str, *,
 
 
 def batch_loss(adapter: ModelAdapter, batch: Batch) -> torch.Tensor:
-    """The default loss on the batch: mean cross-entropy for integer labels (per position for
-    sequence outputs), squared error for floating targets (labels checked first)."""
+    """The default loss (``loss="auto"`` of every measure: mean cross-entropy for integer
+    labels, per position for sequence outputs, squared error for floating targets) on the
+    batch, labels checked first."""
     x = adapter.measured(batch.inputs)
     out = adapter(x, batch.inputs)
     y = batch.labels.to(out.device)
-    check_labels(out, y, adapter.where)
-    return mean_loss(out, y)
+    loss_fn, _ = resolve_loss("auto", out, y, adapter.where)
+    return loss_fn(out, y)
 
 
 def gradients(value: torch.Tensor, params: list[tuple[str, torch.Tensor]], *,

@@ -20,9 +20,10 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import ModelAdapter, NormMode, batch_coupled
 from nngauge._constraints import Check, Integer, Maybe, Real, constrained, declared
+from nngauge._internal.adapter import ModelAdapter, NormMode, batch_coupled
 from nngauge._internal.data import as_batches, collect
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.measures.expressivity._density import Method as DensityMethod
 from nngauge.measures.expressivity._density import region_density as _region_density
@@ -290,10 +291,11 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
     return rows[-1].norm / rows[0].norm
 
 
-@constrained(**_like(correlations, "max_samples", "search_steps", "search_lr"))
+@renamed(search_steps="n_iter", search_lr="lr")
+@constrained(**_like(correlations, "max_samples", "n_iter", "lr"))
 def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
             layers: Optional[Sequence[str]] = None, max_samples: int = 500,
-            search_steps: int = 0, search_lr: float = 0.01, output: Any = None,
+            n_iter: int = 0, lr: float = 0.01, output: Any = None,
             input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
             dropout: bool = False, generator: Optional[torch.Generator] = None) -> float:
     """Representation shrinkage: the maximal correlation rho_max ("Gradient Explosion and
@@ -309,8 +311,9 @@ def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
     ``labels`` is not read.
 
     Args:
-        layers, max_samples, search_steps, search_lr, output, input_module, norm_mode,
-            dropout, generator: as in :func:`nngauge.correlations`.
+        layers, max_samples, n_iter, lr, output, input_module, norm_mode, dropout,
+            generator: as in :func:`nngauge.correlations` (``n_iter`` and ``lr``: the search
+            for a less correlated pair, off by default).
 
     Returns:
         rho_max (float in [-1, 1]).
@@ -323,7 +326,7 @@ def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
         True
     """
     return correlations(model, data, layers=layers, max_samples=max_samples,
-                        search_steps=search_steps, search_lr=search_lr, output=output,
+                        n_iter=n_iter, lr=lr, output=output,
                         input_module=input_module, norm_mode=norm_mode, dropout=dropout,
                         generator=generator).rho_max
 
@@ -400,10 +403,12 @@ def _per_point(model: nn.Module, norm_mode: Optional[NormMode]) -> Optional[Norm
     return "frozen" if norm_mode is None and batch_coupled(model) else norm_mode
 
 
-@constrained(n_anchors=Integer(2), n=Integer(2),
+@renamed(n_anchors="max_samples", n="resolution")
+@constrained(max_samples=Integer(2), resolution=Integer(2),
              **_like(trajectory_length, "tol", "max_points"))
-def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, n_anchors: int = 8,
-                      n: int = 1000, layers: Optional[Sequence[str]] = None, tol: float = 1e-3,
+def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_samples: int = 8,
+                      resolution: int = 1000, layers: Optional[Sequence[str]] = None,
+                      tol: float = 1e-3,
                       max_points: int = 2**14 + 1, output: Any = None,
                       norm_mode: Optional[NormMode] = None, dropout: bool = False,
                       generator: Optional[torch.Generator] = None) -> float:
@@ -411,10 +416,10 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, n_anch
     Sohl-Dickstein, "On the Expressive Power of Deep Neural Networks", ICML 2017, section 2.2,
     Theorem 3, figure 13c-d: the ratio of a trajectory's length at layer d + 1 to its length at
     layer d), from :func:`nngauge.trajectory_length` on the piecewise-linear path through
-    ``n_anchors`` data points (:func:`nngauge.trajectories.through`, ``n`` initial points,
-    refined to ``tol``). With l_0 the input path's length and l_1..l_K its images' lengths at
-    the K measured layers (every activation and pooling layer by default; the output row is
-    left out),
+    ``max_samples`` data points (:func:`nngauge.trajectories.through`, ``resolution``
+    initial points, refined to ``tol``). With l_0 the input path's length and l_1..l_K its
+    images' lengths at the K measured layers (every activation and pooling layer by default;
+    the output row is left out),
 
         trajectory_growth = (prod_d l_d / l_{d-1})^(1/K) = (l_K / l_0)^(1/K).
 
@@ -426,9 +431,9 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, n_anch
     inputs only. ``labels`` is not read.
 
     Args:
-        n_anchors: data points the path goes through (the first ones, or drawn by
+        max_samples: data points the path goes through (the first ones, or drawn by
             ``generator``).
-        n: initial points of the path (:func:`nngauge.trajectories.through`).
+        resolution: initial points of the path (:func:`nngauge.trajectories.through`).
         layers, tol, max_points, output, dropout: as in :func:`nngauge.trajectory_length`.
         norm_mode: batchnorm's statistics ("eval" or "frozen"; None: as found, frozen where
             that is batch statistics).
@@ -441,16 +446,16 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, n_anch
         >>> import torch
         >>> from nngauge.nn import mlp
         >>> net = mlp(4, 32, 3, 2, activation="relu", generator=torch.Generator().manual_seed(0))
-        >>> trajectory_growth(net, torch.randn(8, 4), n=65) > 0
+        >>> trajectory_growth(net, torch.randn(8, 4), resolution=65) > 0
         True
     """
     where = "trajectory_growth()"
-    anchors = next(iter(as_batches(data, batch_size=n_anchors, n_batches=1,
-                                   generator=generator, where=where))).inputs[:n_anchors]
+    anchors = next(iter(as_batches(data, batch_size=max_samples, n_batches=1,
+                                   generator=generator, where=where))).inputs[:max_samples]
     if len(anchors) < 2:
         raise invalid(where, "at least 2 data points for the path to go through",
                       f"{len(anchors)}", "pass more samples")
-    result = trajectory_length(model, through(anchors, n), layers=layers, tol=tol,
+    result = trajectory_length(model, through(anchors, resolution), layers=layers, tol=tol,
                                max_points=max_points, output=output,
                                norm_mode=_per_point(model, norm_mode), norm_data=data,
                                dropout=dropout)
@@ -464,18 +469,20 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, n_anch
     return (result.lengths[-2] / result.lengths[0]) ** (1.0 / depth)
 
 
-@constrained(radius=Maybe(Real(0, low_open=True)), n_points=Integer(1),
+@renamed(n_points="max_samples")
+@constrained(radius=Maybe(Real(0, low_open=True)), max_samples=Integer(1),
              **_like(_region_density, "n_directions", "method"))
 def region_density(model: nn.Module, data: Any, labels: Any = None, *,
-                   radius: Optional[float] = None, n_points: int = 8, n_directions: int = 8,
+                   radius: Optional[float] = None, max_samples: int = 8, n_directions: int = 8,
                    method: DensityMethod = "exact", output: Any = None,
                    norm_mode: Optional[NormMode] = None,
                    generator: Optional[torch.Generator] = None) -> float:
     """Linear regions per unit length near the data (Hanin & Rolnick, "Complexity of Linear
     Regions in Deep Networks", ICML 2019; after Raghu et al., ICML 2017, section 2.1), the
-    headline ``density`` of :func:`nngauge.region_density`: for each of the first ``n_points``
-    samples x_i and ``n_directions`` random unit directions u_ij (from ``generator``), R_ij the
-    number of linear regions on the segment [x_i - r u_ij, x_i + r u_ij],
+    headline ``density`` of :func:`nngauge.region_density`: for each of the first
+    ``max_samples`` samples x_i and ``n_directions`` random unit directions u_ij (from
+    ``generator``), R_ij the number of linear regions on the segment
+    [x_i - r u_ij, x_i + r u_ij],
 
         region_density = mean_i (1 / D) sum_j R_ij / (2 r).
 
@@ -491,7 +498,7 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
 
     Args:
         radius: r in input units; None: as above.
-        n_points: the first samples measured (at least 2 for the default radius).
+        max_samples: the first samples measured (at least 2 for the default radius).
         n_directions, method, output: as in :func:`nngauge.region_density` (``"exact"`` needs a
             piecewise-linear network; ``"sampled"`` runs on any).
         norm_mode: "eval" or "frozen"; None: as found, frozen where that is batch statistics.
@@ -509,7 +516,7 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
     """
     where = "region_density()"
     if radius is None:
-        points = collect(data, where=where, max_samples=n_points).inputs.to(torch.float64)
+        points = collect(data, where=where, max_samples=max_samples).inputs.to(torch.float64)
         # mean over pairs of ||x_a - x_b||^2 = 2 x the summed unbiased per-entry variance
         spread = float(points.flatten(1).var(0).sum().mul(2).sqrt()) if len(points) > 1 else 0.0
         if spread == 0:
@@ -520,7 +527,7 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
     # local complexity (not returned) on one random direction per point: 2 vertices each;
     # the directions of the density are drawn before the frames, so the density is unchanged
     return _region_density(model, data, radius=radius, n_directions=n_directions,
-                           method=method, n_points=n_points, neighbourhood_dims=1,
+                           method=method, max_samples=max_samples, neighbourhood_dims=1,
                            output=output, norm_mode=_per_point(model, norm_mode),
                            norm_data=data, generator=generator).density
 

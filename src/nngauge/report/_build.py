@@ -12,17 +12,20 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import dataclasses
 
 import torch
 from torch import nn
 
+from nngauge._constraints import (SEED_OR_GENERATOR, Flag, Instance, Integer, Maybe, Real,
+                                  constrained)
 from nngauge._internal.adapter import ModelAdapter
-from nngauge._constraints import Flag, Instance, Integer, Maybe, Real, constrained
 from nngauge._internal.sites import block_sites
+from nngauge._random import seed_of
 from nngauge._version import __version__
+from nngauge._vocabulary import renamed
 from nngauge.errors import NNGaugeError
 from nngauge.measures.propagation._nlc import PROFILE_KINDS
 from nngauge._results import plain
@@ -279,7 +282,8 @@ def _finite(value: Any) -> Any:
     return value
 
 
-@constrained(seed=Integer(0), batch_size=Maybe(Integer(1)), quick=Flag(),
+@renamed(seed="generator")
+@constrained(generator=SEED_OR_GENERATOR, batch_size=Maybe(Integer(1)), quick=Flag(),
              budget=Maybe(Real(0, low_open=True)),
              model_name=Maybe(Instance((str,), "a display name", (3,))),
              data_name=Maybe(Instance((str,), "a display name", (3,))))
@@ -287,7 +291,7 @@ def build_report(
     model: nn.Module,
     data: Any,
     *,
-    seed: int = 0,
+    generator: Union[int, torch.Generator, None] = 0,
     batch_size: Optional[int] = None,
     n_batches: Optional[int] = None,
     quick: bool = False,
@@ -320,7 +324,9 @@ def build_report(
             initialization in the NLC paper), dropout is off unless ``dropout``; its mode,
             parameters and buffers are left as they were found.
         data: inputs (n, ...), ``(inputs, labels)``, a Dataset or a DataLoader.
-        seed: seed of each measure's generator (reproducible numbers).
+        generator: an int seed (default 0) or a torch.Generator (one seed is drawn from it):
+            every measure gets its own generator seeded with that int (reproducible numbers;
+            ``report.settings.seed`` records it).
         batch_size, n_batches: the NLC's batches (default 250; batches: as the budget allows,
             at most one pass).
         quick: fewer samples and iterations, a 10 s budget (a first look).
@@ -355,7 +361,7 @@ def build_report(
     """
     where = "build_report()"
     start = time.perf_counter()
-    settings = ReportSettings.make(quick=quick, seed=seed, batch_size=batch_size,
+    settings = ReportSettings.make(quick=quick, seed=seed_of(generator), batch_size=batch_size,
                                    n_batches=n_batches, output=output, input_module=input_module,
                                    norm_mode=norm_mode, dropout=dropout, budget=budget)
     builders = list(SECTION_BUILDERS if sections is None else sections)

@@ -39,15 +39,15 @@ def loss_section(ctx: Context) -> SectionOutput:
     loss = "mse" if batch.labels.is_floating_point() else "cross_entropy"
     notes = [f"the first {len(batch.labels)} labelled samples, {loss} loss"]
     if ctx.coupled:  # batch statistics: the same batches for both
-        hessian_mode, slice_mode = {"norm_mode": "train"}, {"bn": "recompute"}
+        hessian_mode, slice_mode = {"norm_mode": "train"}, {"norm_mode": "train"}
         notes.append(f"batchnorm with the statistics of each batch of {size} "
                      "samples, in the Hessian and at every slice point")
     else:
         hessian_mode = {"norm_mode": s.norm_mode}
-        slice_mode = {"norm_mode": s.norm_mode if s.norm_mode == "frozen" else None}
+        slice_mode = {"norm_mode": s.norm_mode if s.norm_mode == "frozen" else "eval"}
     try:
         curvature = hessian(ctx.model, data, loss=loss, top_k=1, trace=True,
-                            batch_size=size, lanczos_steps=s.hessian_steps,
+                            batch_size=size, n_iter=s.hessian_steps,
                             n_probes=s.hessian_probes, per_batch=s.hessian_per_batch,
                             output=s.output,
                             generator=ctx.generator(), **hessian_mode)
@@ -59,7 +59,7 @@ def loss_section(ctx: Context) -> SectionOutput:
     if not counted:
         notes.append("no activation modules (an LSTM's gates act inside its cell): no region "
                      "changes to mark on the slice")
-    slice_ = loss_landscape(ctx.model, data, loss=loss, dims=1, steps=s.landscape_steps,
+    slice_ = loss_landscape(ctx.model, data, loss=loss, dims=1, resolution=s.landscape_steps,
                             span=SPAN, directions="filter", count_regions=counted,
                             batch_size=size, output=s.output,
                             generator=ctx.generator(), **slice_mode)
@@ -121,7 +121,7 @@ def _interval(interval) -> str:
 
 
 def _regions_notes(slice_) -> list[str]:
-    notes = [f"slice: {slice_.settings['steps'][0]} points on alpha in [-{SPAN:g}, {SPAN:g}] "
+    notes = [f"slice: {slice_.settings['resolution'][0]} points on alpha in [-{SPAN:g}, {SPAN:g}] "
              f"along one filter-normalized Gaussian direction over every weight tensor "
              f"(biases and normalization parameters fixed); {slice_.settings['n_samples']} "
              f"samples" + (f"; region changes {slice_.regions_method}"

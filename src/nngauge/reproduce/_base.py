@@ -24,10 +24,15 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 import torch
 
+from nngauge._constraints import RandomSource
+from nngauge._random import seed_of, torch_generator
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid, require_extra
 
 Scale = Literal["small", "paper"]
 SCALES: tuple[str, ...] = ("small", "paper")
+SEED = RandomSource(keep_seed=True)
+"""``Reproduction.run``'s generator: an int seed (named in the README) or a torch.Generator."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,17 @@ class ReproductionResult:
         }
 
 
+def _seed_or_default(seed: Optional[int]) -> int:
+    """seed=None (the default generator) becomes generator=0; an int passes as it is."""
+    return 0 if seed is None else seed
+
+
+def _seed_with_generator(seed: Optional[int], generator: Any) -> Any:
+    """seed= beside generator= (the seed the generator was made with, as run() asked):
+    the int seed alone, whose fresh generator draws the same numbers."""
+    return generator if seed is None else seed
+
+
 @dataclass(frozen=True)
 class Reproduction:
     """One paper table or figure that ``nngauge reproduce NAME`` rebuilds.
@@ -168,9 +184,9 @@ class Reproduction:
     claim: str = ""
     judge: Optional[Callable[[Computed], Verdict]] = field(default=None, repr=False)
 
+    @renamed(seed=("generator", _seed_or_default, _seed_with_generator))
     def run(self, out_dir: str | Path, *, scale: Scale = "small",
-            generator: Optional[torch.Generator] = None,
-            seed: Optional[int] = None) -> ReproductionResult:
+            generator: int | torch.Generator = 0) -> ReproductionResult:
         """Compute, write ``out_dir/NAME.csv``, ``NAME.png`` and ``README.md``, return the
         result.
 
@@ -178,10 +194,9 @@ class Reproduction:
             out_dir: directory for the files (created when missing).
             scale: ``"small"`` (default: minutes at most on 2 cores) or ``"paper"`` (the
                 paper's sizes where they can be rebuilt: long).
-            generator: torch generator seeding everything random (default: ``seed``).
-            seed: the seed of the default generator (default 0), named in the README; with
-                ``generator`` given, only named there (pass the seed the generator was made
-                with, as ``nngauge reproduce --seed`` does).
+            generator: seeds everything random: an int seed (default 0), named in the README
+                as ``nngauge reproduce --seed N``, or a torch.Generator (the README then says
+                the caller seeded it).
 
         Raises:
             InvalidInputError: an unknown scale or an ``out_dir`` that is a file.
@@ -196,10 +211,12 @@ class Reproduction:
             raise invalid(where, "an output directory", f"out_dir={str(out)!r} is a file",
                           "pass a directory path (it is created when missing)")
         require_extra("matplotlib", "report", f"nngauge reproduce {self.name}")
-        if generator is None:
-            generator = torch.Generator().manual_seed(0 if seed is None else seed)
+        if not SEED.accepts(generator):
+            raise invalid(where, f"generator {SEED.expected()}", f"generator={generator!r}",
+                          "pass e.g. generator=0 (the default)")
+        seed = None if isinstance(generator, torch.Generator) else generator
         start = time.perf_counter()
-        computed = self.compute(scale, generator)
+        computed = self.compute(scale, torch_generator(generator))
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
         write_csv(csv_path, computed.columns, computed.rows)
@@ -280,13 +297,8 @@ def digit_splits(generator: torch.Generator):
     standardized per pixel on the training part: (train, validation, test)."""
     from nngauge.data import digits, split, standardize
 
-    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), seed=seed_from(generator)))
+    splits, _ = standardize(*split(digits(), (0.6, 0.2, 0.2), generator=seed_of(generator)))
     return splits
-
-
-def seed_from(generator: torch.Generator) -> int:
-    """A numpy / data seed drawn from the torch generator (so one seed drives everything)."""
-    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
 
 
 _STUDY_EXECUTOR: ContextVar[dict] = ContextVar("nngauge_study_executor", default={})

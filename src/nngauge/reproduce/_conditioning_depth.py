@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 ACTIVATIONS = {"relu": math.sqrt(2.0), "normalize(relu)": 1.0, "norm_relu": 1.0}
 """Activation -> sigma_w: He scale for ReLU, 1 for normalized activations (unit variance)."""
@@ -65,7 +66,7 @@ COLUMNS = ("activation", "kernel", "depth", "width", "theory", "empirical", "the
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
     settings = SETTINGS[scale]
-    rng = np.random.default_rng(seed_from(generator))
+    rng = np.random.default_rng(seed_of(generator))
     x = rng.standard_normal((settings.n_samples, settings.d_in))
     x *= math.sqrt(settings.d_in) / np.linalg.norm(x, axis=1, keepdims=True)
     inputs = torch.as_tensor(x, dtype=torch.float32)

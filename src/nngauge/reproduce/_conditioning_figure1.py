@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("network", "epoch", "val_error", "mean_normalized_dot_product")
 NETWORKS = {  # name -> (activation, norm, learning rate)
@@ -71,7 +72,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     settings = SETTINGS[scale]
     data = digits()
     train, test = split((data.inputs / 16.0, data.labels), (0.75, 0.25),
-                        seed=seed_from(generator))
+                        generator=seed_of(generator))
     probe = test.inputs[:settings.n_probe]
     layer = f"layers.{settings.depth - 2}.act"  # the last hidden representation
     rows, comparison = [], []
@@ -81,8 +82,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         tracker = _Probe(probe, layer)
         tracker.epoch_end(net)  # epoch 0: at initialization
         result = fit(net, train, test, lr=lr, momentum=0.9, batch_size=64,
-                     max_epochs=settings.epochs, generator=torch.Generator().manual_seed(
-                         seed_from(generator)), tracker=tracker)
+                     max_epochs=settings.epochs, generator=seed_of(generator), tracker=tracker)
         errors = [record.val_error for record in result.history]
         dots = tracker.values[:len(errors)]
         rows += [(name, e, float(err), float(d)) for e, (err, d) in enumerate(zip(errors, dots))]

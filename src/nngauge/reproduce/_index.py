@@ -34,16 +34,13 @@ def run_all(out_dir: str | Path, *, scale: Scale = "small", seed: int = 0,
             progress: Optional[Callable[[str], None]] = None) -> list[ReproductionResult]:
     """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` with the
     same seed, then write ``out_dir/index.html``; returns the results."""
-    import torch
-
     from nngauge.reproduce import get, names as all_names
 
     results = []
     for name in names or all_names():
         if progress is not None:
             progress(name)
-        results.append(get(name).run(Path(out_dir) / name, scale=scale,
-                                     generator=torch.Generator().manual_seed(seed), seed=seed))
+        results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=seed))
     write_index(results, out_dir)
     return results
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._neyshabur_random_labels import train_to_fit
 
 COLUMNS = ("weights", "quantity", "layer", "delta", "value")
@@ -64,7 +65,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.nn import mlp
 
     settings = SETTINGS[scale]
-    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), seed=seed_from(generator))
+    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), generator=seed_of(generator))
     (train, _), _ = standardize((pool.inputs[:settings.n_train],
                                  pool.labels[:settings.n_train]), test)
     x = train.inputs / train.inputs.norm(dim=1, keepdim=True)  # Theorem 1: ||x|| = 1

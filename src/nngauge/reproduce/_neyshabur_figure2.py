@@ -81,9 +81,9 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     for f in fitted_networks(settings, generator):
         net, labelling, m = f.net, f.labelling, f.m
         data = (f.inputs, f.labels)
-        keskar = sharpness(net, None, data, alpha=KESKAR_ALPHA, steps=settings.ascent_steps,
+        keskar = sharpness(net, data, alpha=KESKAR_ALPHA, n_iter=settings.ascent_steps,
                            generator=generator)
-        curve = pac_bayes(net, None, data, alphas=settings.alphas, n_samples=settings.n_samples,
+        curve = pac_bayes(net, data, alphas=settings.alphas, n_probes=settings.n_samples,
                           noise="relative", generator=generator)
         sharp = np.array([p.expected_sharpness for p in curve.points])
         kls = np.array([p.kl for p in curve.points])
@@ -127,8 +127,8 @@ def _theorem1(net, data, settings, generator, expected_sharpness, sharpness_cond
         output_norm = float(net(x).norm(dim=1).mean())
     bound = sharpness_bound(settings.theorem_sigma, norms, widths, mu=cond.mu, c2=cond.c2,
                             c3=cond.c3, output_norm=output_norm, lipschitz=CE_LIPSCHITZ)
-    measured = expected_sharpness(net, None, data, alpha=settings.theorem_sigma,
-                                  noise="isotropic", n_samples=settings.n_samples,
+    measured = expected_sharpness(net, data, alpha=settings.theorem_sigma,
+                                  noise="isotropic", n_probes=settings.n_samples,
                                   generator=generator)
     return bound.sharpness, measured.expected_sharpness, cond
 

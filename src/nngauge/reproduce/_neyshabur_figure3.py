@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._neyshabur_figure2 import EPSILON, KESKAR_ALPHA, kl_at
 from nngauge.reproduce._neyshabur_random_labels import train_to_fit
 
@@ -71,9 +72,9 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.nn import mlp
 
     settings = SETTINGS[scale]
-    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), seed=seed_from(generator))
+    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), generator=seed_of(generator))
     (pool_std, test_std), _ = standardize(pool, test)
-    split_seed = seed_from(generator)
+    split_seed = seed_of(generator)
     rows = []
     for n_confusion in settings.confusion:
         # the same training set for every size: the split's generator is reseeded
@@ -86,10 +87,10 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                               loss_target=settings.loss_target, max_epochs=settings.max_epochs,
                               generator=generator)
         train = (sets.train_inputs, sets.train_labels)
-        measures = capacity(net, *train, margin_percentile=5)
-        keskar = sharpness(net, None, train, alpha=KESKAR_ALPHA, steps=settings.ascent_steps,
+        measures = capacity(net, *train, percentile=5)
+        keskar = sharpness(net, train, alpha=KESKAR_ALPHA, n_iter=settings.ascent_steps,
                            generator=generator)
-        curve = pac_bayes(net, None, train, alphas=settings.alphas, n_samples=settings.n_samples,
+        curve = pac_bayes(net, train, alphas=settings.alphas, n_probes=settings.n_samples,
                           noise="relative", generator=generator)
         at_eps = kl_at(np.array([p.expected_sharpness for p in curve.points]),
                        np.array([p.kl for p in curve.points]), EPSILON)

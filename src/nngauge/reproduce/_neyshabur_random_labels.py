@@ -28,8 +28,9 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 MEASURES = ("l2", "l1_path", "l2_path", "spectral")
 COLUMNS = ("labels", "n_train", "measure", "log10_capacity_plain", "log10_capacity", "margin",
@@ -77,7 +78,7 @@ def fitted_networks(settings, generator: torch.Generator) -> Iterator[FittedNetw
     from nngauge.data import digits, random_labels, split, standardize
     from nngauge.nn import mlp
 
-    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), seed=seed_from(generator))
+    pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), generator=seed_of(generator))
     for m in settings.sizes:
         (train, test_m), _ = standardize((pool.inputs[:m], pool.labels[:m]), test)
         for labelling in ("true", "random"):
@@ -100,7 +101,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     settings = SETTINGS[scale]
     rows, comparison = [], []
     for f in fitted_networks(settings, generator):
-        result = capacity(f.net, f.inputs, f.labels, margin_percentile=5)
+        result = capacity(f.net, f.inputs, f.labels, percentile=5)
         for name in MEASURES:
             measure = result[name]
             rows.append((f.labelling, f.m, name, measure.log10_plain, measure.log10_capacity,

@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_study import describe
 
 COLUMNS = ("arch_index", "architecture", "depth", "activation", "norm", "skip", "nlc",
@@ -58,7 +59,7 @@ def waveform_train(n_samples: int, generator: torch.Generator):
     """Standardized waveform-noise (the paper's only preprocessing for it, appendix D.2)."""
     from nngauge.data import standardize, waveform_noise
 
-    (data,), _ = standardize(waveform_noise(n_samples, seed=seed_from(generator)))
+    (data,), _ = standardize(waveform_noise(n_samples, generator=seed_of(generator)))
     return data
 
 

@@ -15,9 +15,10 @@ import math
 
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce import _nlc_study
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_study import finite as _finite
 from nngauge.reproduce._nlc_study import positive as _positive
 
@@ -28,7 +29,7 @@ COLUMNS = ("arch_index", "architecture", "nlc", "output_bias", "high_bias", "ski
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
-    study = _nlc_study.run(scale, seed_from(generator))
+    study = _nlc_study.run(scale, seed_of(generator))
     summary = study.summary
     rows = tuple(tuple(p.get(column, math.nan) for column in COLUMNS)
                  for p in study.points())
@@ -68,7 +69,7 @@ def _more_statistics(rows, generator: torch.Generator) -> list[Comparison]:
     spearman = lambda a, b: stats.spearmanr(a, b)[0]  # noqa: E731
     interval = stats.bootstrap((nlc, error), spearman, paired=True, vectorized=False,
                                n_resamples=999, method="percentile",
-                               random_state=np.random.default_rng(seed_from(generator)))
+                               random_state=np.random.default_rng(seed_of(generator)))
     low, high = interval.confidence_interval
     clean = [i for i, r in enumerate(points) if not r[4]]
     rho, p = stats.spearmanr(nlc[clean], error[clean])

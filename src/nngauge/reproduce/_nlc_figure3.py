@@ -24,9 +24,10 @@ import math
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce import _nlc_study
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_study import panel_verdict, positive
 
 COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "output_bias", "nlc",
@@ -43,7 +44,7 @@ part that varies with the input."""
 def compute(scale: str, generator: torch.Generator) -> Computed:
     from scipy import stats
 
-    study = _nlc_study.run(scale, seed_from(generator))
+    study = _nlc_study.run(scale, seed_of(generator))
     rows = tuple(
         (p["arch_index"], p["architecture"], p["skip"], p["high_bias"],
          p.get("output_bias", math.nan), p.get("nlc", math.nan),

@@ -21,9 +21,10 @@ import math
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce import _nlc_study
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_figure3 import BETTER_THAN_CHANCE, CHANCE_ERROR
 from nngauge.reproduce._nlc_study import finite, panel_verdict, positive
 
@@ -39,7 +40,7 @@ LOW_NLC = 3.0
 def compute(scale: str, generator: torch.Generator) -> Computed:
     from scipy import stats
 
-    study = _nlc_study.run(scale, seed_from(generator))
+    study = _nlc_study.run(scale, seed_of(generator))
     rows = tuple((p["arch_index"], p["architecture"], p["skip"], p["high_bias"],
                   p.get("output_bias", math.nan), p.get("output_bias_after", math.nan),
                   p.get("nlc", math.nan), p["test_error"]) for p in study.points())

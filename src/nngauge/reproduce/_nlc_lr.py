@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                     run_reproduction_study, seed_from)
+                                     run_reproduction_study)
 from nngauge.reproduce._nlc_figure3 import BETTER_THAN_CHANCE
 from nngauge.reproduce._nlc_study import positive, undefined_at_initialization
 
@@ -59,7 +60,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.studies import parse_spec, summarize
 
     raw, workers = SETTINGS[scale]
-    spec = parse_spec({"name": f"nlc-lr-{scale}", "seed": seed_from(generator), **raw})
+    spec = parse_spec({"name": f"nlc-lr-{scale}", "seed": seed_of(generator), **raw})
     with tempfile.TemporaryDirectory(prefix="nlc-lr-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
         undefined = undefined_at_initialization(

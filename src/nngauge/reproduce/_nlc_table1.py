@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 ACTIVATIONS = ("relu", "selu", "tanh", "sigmoid", "even_tanh", "gaussian", "square", "odd_square")
 PAPER = {  # NLC paper, Table 1, rows A-E, in the order of ACTIVATIONS
@@ -69,7 +70,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.theory import linear_approximation_error, nlc_activation
 
     settings = SETTINGS[scale]
-    data = gaussian(settings.n_samples, settings.d_in, seed=seed_from(generator)).inputs
+    data = gaussian(settings.n_samples, settings.d_in, generator=seed_of(generator)).inputs
     rows, comparison = [], []
     for i, act in enumerate(ACTIVATIONS):
         measured = {depth: median_nlc(act, depth, settings.widths[depth], data,

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_table1 import median_nlc
 
 DEPTHS = (2, 5, 10, 15, 20, 25, 50)
@@ -41,7 +42,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.theory import nlc_activation
 
     settings = SETTINGS[scale]
-    data = gaussian(settings.n_samples, settings.d_in, seed=seed_from(generator)).inputs
+    data = gaussian(settings.n_samples, settings.d_in, generator=seed_of(generator)).inputs
     per_layer = float(nlc_activation("relu"))
     rows, comparison = [], []
     for depth, paper in zip(DEPTHS, PAPER):

@@ -35,8 +35,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 DEPTHS = (2, 5, 10, 15, 20, 25, 50)
 PAPER = (1.22, 2.25, 5.97, 15.2, 37.7, 95.8, 9952)  # NLC paper, Table 2, row "NLC"
@@ -115,7 +116,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     circles = great_circles(settings.n_circles, settings.n_circle, generator)
     sphere = torch.as_tensor(np.concatenate([disc, circles.reshape(-1, 3)]))
     inputs = (sphere @ basis).float()
-    data = gaussian(settings.n_nlc, D_IN, seed=seed_from(generator)).inputs
+    data = gaussian(settings.n_nlc, D_IN, generator=seed_of(generator)).inputs
     rows, images = [], {}
     for depth, paper in zip(DEPTHS, PAPER):
         net = mlp(D_IN, WIDTH, depth, D_OUT, activation="relu", norm="batch", init="gaussian",

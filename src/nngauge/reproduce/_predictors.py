@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                     run_reproduction_study, seed_from)
+                                     run_reproduction_study)
 from nngauge.studies._spec import PROXIES
 
 MEASURES = ("nlc", "correlations", *PROXIES)
@@ -107,7 +108,7 @@ def compute(family: str, scale: str, generator: torch.Generator) -> Computed:
     from nngauge.studies._predictors import known_directions
 
     raw, workers = SETTINGS[family][scale]
-    seed = seed_from(generator)
+    seed = seed_of(generator)
     spec = parse_spec({"name": f"predictors-{family}-{scale}", "seed": seed, **raw})
     with tempfile.TemporaryDirectory(prefix="predictors-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
@@ -116,7 +117,7 @@ def compute(family: str, scale: str, generator: torch.Generator) -> Computed:
     directions = known_directions()
     summary = with_combinations(summary, directions)
     directions.update({name: 1 for name in COMBINATIONS})
-    table = predictor_table(summary, directions=directions, seed=seed)
+    table = predictor_table(summary, directions=directions, generator=seed)
     rows = tuple((r.name, r.n, r.direction, r.baseline, r.spearman, r.spearman_low,
                   r.spearman_high, r.spearman_p, r.kendall, r.kendall_low, r.kendall_high,
                   r.top_precision, _beats(table, r.name, "n_params"),

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("panel", "width", "depth", "swept_layer", "remaining_depth", "sigma_w2",
            "n_dichotomies", "label_flips", "random_walk_dichotomies", "max_dichotomies")
@@ -90,7 +91,7 @@ def _sweep(width: int, depth: int, layer: int, sigma_w2: float, inputs: torch.Te
 
     net = mlp(width, width, depth + 1, 1, activation="hard_tanh", init="gaussian",
               sigma_w=math.sqrt(sigma_w2), bias_std=0.0, generator=generator)
-    return dichotomies(net, inputs, layer=f"layers.{layer}.linear", n_steps=n_steps,
+    return dichotomies(net, inputs, layer=f"layers.{layer}.linear", resolution=n_steps,
                        generator=generator)
 
 
@@ -122,7 +123,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     found = [(depth, _sweep(width, depth, 0, 16.0, x, settings.n_steps, generator))
              for depth in settings.fig16_depths]
     longest = max(r.label_flips for _, r in found)
-    walk = random_walk_dichotomies(SAMPLES, longest, settings.walks, seed_from(generator))
+    walk = random_walk_dichotomies(SAMPLES, longest, settings.walks, seed_of(generator))
     for depth, r in found:
         rows.append(("fig16", width, depth, 0, depth, 16.0, r.n_dichotomies, r.label_flips,
                      float(walk[r.label_flips]), r.max_dichotomies))

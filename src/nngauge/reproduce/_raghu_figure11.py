@@ -51,9 +51,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                      digit_splits, seed_from)
+                                      digit_splits)
 
 COLUMNS = ("network", "variant", "epoch", "step", "train_loss", "penalty", "train_accuracy",
            "test_accuracy")
@@ -182,7 +183,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     rows = []
     for i in range(settings.nets):
         variants = networks(settings, generator)
-        shuffle_seed = seed_from(generator)  # the same minibatch order for every variant
+        shuffle_seed = seed_of(generator)  # the same minibatch order for every variant
         for variant, net in variants.items():
             rows += train(net, train_data, test_data, settings, shuffle_seed, (i, variant))
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(_comparison(rows)),

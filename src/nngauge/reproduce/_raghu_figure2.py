@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("part", "width", "sigma_w2", "depth", "transitions", "layer_transitions", "nets")
 D_IN = 64
@@ -75,7 +76,7 @@ def digit_endpoints(generator: torch.Generator, shape: tuple[int, ...] = (D_IN,)
     data = digits()
     x = data.inputs.to(torch.float64)
     x = x - x.mean(0)
-    rng = np.random.default_rng(seed_from(generator))
+    rng = np.random.default_rng(seed_of(generator))
     first = int(rng.integers(len(x)))
     others = np.flatnonzero(data.labels.numpy() != int(data.labels[first]))
     second = int(others[rng.integers(len(others))])

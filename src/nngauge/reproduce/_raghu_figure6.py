@@ -40,8 +40,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("network", "layer", "layer_name", "noise", "accuracy", "accuracy_std",
            "accuracy_drop", "clean_accuracy")
@@ -91,7 +92,7 @@ def pixel_splits(generator: torch.Generator):
 
     data = digits()
     return split(LabelledData(data.inputs / 16.0, data.labels), (0.6, 0.2, 0.2),
-                 seed=seed_from(generator))
+                 generator=seed_of(generator))
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:

@@ -51,9 +51,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
 from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                      digit_splits, seed_from)
+                                      digit_splits)
 
 COLUMNS = ("experiment", "activation", "sigma_w2_init", "network", "step", "layer", "quantity",
            "value")
@@ -197,7 +198,7 @@ def _one_layer(splits, settings: Settings, steps_per_epoch: int,
     rows = []
     for i in range(settings.one_layer_nets):
         initial = _network(*ONE_LAYER_NETWORK, settings, generator).requires_grad_(False)
-        shuffle_seed = seed_from(generator)
+        shuffle_seed = seed_of(generator)
         for d in range(2, settings.hidden + 1):
             net = copy.deepcopy(initial)
             net.layers[d - 1].linear.requires_grad_(True)

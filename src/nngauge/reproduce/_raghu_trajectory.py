@@ -85,7 +85,7 @@ def _bound(activation: str, width: int, hidden: int, sigma_w2: float):
     from nngauge.theory import trajectory_growth_bound
 
     return trajectory_growth_bound(width, hidden, sigma_w=math.sqrt(sigma_w2), sigma_b=0.0,
-                                   activation=activation)
+                                   act=activation)
 
 
 def _mean_lengths(activation, width, sigma_w2, settings, generator) -> tuple[list[float], bool]:

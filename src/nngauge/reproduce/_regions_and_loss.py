@@ -156,8 +156,8 @@ def tracked_measures(settings: Settings, train, test) -> dict:
             "layers": [last_hidden(settings)], "tol": 1e-2, "max_points": 2**12 + 1}),
         "hessian": ("hessian", {
             "top_k": 1, "trace": False, "batch_size": settings.hessian_batch, "n_batches": 1,
-            "lanczos_steps": settings.lanczos_steps, "tol": 1e-3}),
-        "sharpness": ("sharpness", {"steps": settings.sharpness_steps}),
+            "n_iter": settings.lanczos_steps, "tol": 1e-3}),
+        "sharpness": ("sharpness", {"n_iter": settings.sharpness_steps}),
         "nlc": "nlc",
     }
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.data import gaussian
 
     settings = SETTINGS[scale]
-    data = gaussian(settings.n_samples, settings.d_in, seed=seed_from(generator)).inputs
+    data = gaussian(settings.n_samples, settings.d_in, generator=seed_of(generator)).inputs
     grid = ([("a: depth", depth, settings.slope_for_depths) for depth in settings.depths]
             + [("b: slope", settings.depth_for_slopes, a) for a in settings.slopes])
     rows = tuple(_point(panel, depth, slope, data, settings, generator)
@@ -84,7 +85,7 @@ def _point(panel, depth, slope, data, settings, generator) -> tuple:
     net = mlp(settings.d_in, settings.width, depth + 1, settings.width, activation=act,
               norm="layer", init="gaussian", generator=generator)
     measured = correlations(net, data, layers=[], max_samples=settings.n_samples,
-                            search_steps=settings.search_steps)
+                            n_iter=settings.search_steps)
     with torch.no_grad():
         outputs = net(data)
     pairs = torch.triu_indices(len(data), len(data), offset=1)

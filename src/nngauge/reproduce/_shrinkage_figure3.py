@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("init", "quantity", "layer", "index", "measured", "theory", "bound")
 INITS = ("critical", "chaotic")
@@ -68,7 +69,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge.data import gaussian
 
     settings = SETTINGS[scale]
-    x = gaussian(settings.n_samples, settings.d_in, seed=seed_from(generator)).inputs
+    x = gaussian(settings.n_samples, settings.d_in, generator=seed_of(generator)).inputs
     x = (x / x.norm(dim=1, keepdim=True) * math.sqrt(settings.d_in)).to(torch.float32)
     targets = torch.randn(settings.n_samples, 10, generator=generator)
     rows, comparison = [], []

@@ -43,8 +43,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, seed_from
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("quantity", "net", "layer", "distance", "epoch", "measured", "theory")
 ACTIVATIONS = ("relu", "erf")  # hidden layer k has ACTIVATIONS[k % 2]
@@ -106,7 +107,7 @@ def pixel_digits(generator: torch.Generator):
     from nngauge.data import LabelledData, digits, split
 
     return tuple(LabelledData(part.inputs / 16.0, part.labels)
-                 for part in split(digits(), (0.8, 0.2), seed=seed_from(generator)))
+                 for part in split(digits(), (0.8, 0.2), generator=seed_of(generator)))
 
 
 def first_layer(settings: Settings) -> int:
@@ -134,7 +135,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     full = network(train.inputs.shape[1], settings.width, settings.depth, 10, generator)
     first = first_layer(settings)
     start, end = str(3 * first - 1), str(3 * (first + settings.block) - 2)
-    skimmed = skim(full, start, end, train.inputs)
+    skimmed = skim(full, train.inputs, layers=(start, end))
     shared = _shared_linears(full, skimmed.model, first, settings.block)
     initial = [(_flat(f), _flat(s)) for f, s in shared]
 

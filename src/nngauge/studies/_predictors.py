@@ -18,7 +18,8 @@ after training) over the n points where P and the test error are finite:
   that P ranks the networks as their accuracy does; 1 is a perfect predictor.
 - ``*_low``, ``*_high``: 95% percentile bootstrap intervals: ``scipy.stats.bootstrap``
   resampling the n (P, accuracy) pairs together (paired), ``n_resamples`` times, from
-  ``numpy.random.default_rng(seed)``. Resamples on which a correlation is undefined (a constant
+  ``numpy.random.default_rng(seed)``, ``seed`` the int ``generator`` (or one draw from a
+  torch.Generator). Resamples on which a correlation is undefined (a constant
   resample) are left out of the percentiles.
 - ``top_precision``: |T_P & T_acc| / k with k = ceil(top_fraction * n), T_P the k points of
   largest d * P and T_acc the k points of lowest test error. Points tied at the k-th value
@@ -51,10 +52,13 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from nngauge._constraints import SEED_OR_GENERATOR, constrained
+from nngauge._random import seed_of
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid, require_counts, require_extra
 from nngauge._results import Result, plain, row_named
 from nngauge.studies._spec import AFTER
@@ -215,8 +219,10 @@ class PredictorTable(Result):
         return written
 
 
+@renamed(seed="generator")
+@constrained(generator=SEED_OR_GENERATOR)
 def predictor_table(summary, *, directions: Optional[Mapping[str, int]] = None,
-                    top_fraction: float = 0.1, n_resamples: int = 999, seed: int = 0,
+                    top_fraction: float = 0.1, n_resamples: int = 999, generator: Any = 0,
                     baselines: Sequence[str] = BASELINES) -> PredictorTable:
     """Rank every init measure of a study as a predictor of accuracy (module docstring).
 
@@ -227,7 +233,8 @@ def predictor_table(summary, *, directions: Optional[Mapping[str, int]] = None,
             (flagged).
         top_fraction: fraction of points defining the top-fraction precision.
         n_resamples: bootstrap resamples (intervals and pairwise test).
-        seed: seed of the bootstrap's ``numpy.random.Generator``.
+        generator: an int seed of the bootstrap's ``numpy.random.Generator`` (default 0), or
+            a torch.Generator from which one seed is drawn.
         baselines: columns flagged as baselines (those present in the study).
 
     Returns:
@@ -235,7 +242,8 @@ def predictor_table(summary, *, directions: Optional[Mapping[str, int]] = None,
     """
     directions = known_directions() if directions is None else dict(directions)
     baselines = (baselines,) if isinstance(baselines, str) else tuple(baselines)
-    _check(directions, top_fraction, n_resamples, seed)
+    _check(directions, top_fraction, n_resamples)
+    seed = seed_of(generator)
     accuracy = 1.0 - np.array([_number(p.get("test_error")) for p in summary.points])
     names = [c for c in summary.columns if not c.endswith(AFTER)]
     raw = {c: np.array([_number(p.get(c)) for p in summary.points]) for c in names}
@@ -257,7 +265,7 @@ def predictor_table(summary, *, directions: Optional[Mapping[str, int]] = None,
                           float(top_fraction), int(n_resamples), int(seed), ALPHA)
 
 
-def _check(directions: dict, top_fraction, n_resamples, seed) -> None:
+def _check(directions: dict, top_fraction, n_resamples) -> None:
     where = "predictor_table()"
     wrong = {k: v for k, v in directions.items() if v not in (1, -1) or isinstance(v, bool)}
     if wrong:
@@ -266,8 +274,6 @@ def _check(directions: dict, top_fraction, n_resamples, seed) -> None:
     if not (isinstance(top_fraction, (int, float)) and 0 < top_fraction <= 1):
         raise invalid(where, "top_fraction in (0, 1]", f"{top_fraction!r}", "pass e.g. 0.1")
     require_counts(where, n_resamples=n_resamples)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise invalid(where, "seed a non-negative integer", f"{seed!r}", "pass e.g. seed=0")
 
 
 def _number(value) -> float:

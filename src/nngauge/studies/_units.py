@@ -128,11 +128,11 @@ def study_data(spec_data, seed: int):
         raise InvalidInputError(f"study spec field data.source expected a data set with integer "
                                 f"class labels; got {spec_data.source!r} without them. Fix: "
                                 "save labels beside the inputs (key 'labels').")
-    parts = split(source.as_pair(), spec_data.split, seed=seed)
+    parts = split(source.as_pair(), spec_data.split, generator=seed)
     if spec_data.preprocess == "standardize":
         parts = standardize(*parts).data
     elif spec_data.preprocess == "pca":
-        parts = preprocess(*parts, seed=seed).data
+        parts = preprocess(*parts, generator=seed).data
     return parts
 
 

@@ -25,6 +25,7 @@ from scipy.special import erf, gammaln
 
 from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._results import Result, layer_index
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.theory._counts import (
     DEFAULT_MAX_BITS,
@@ -122,14 +123,15 @@ class ActivationPatternBound(Result):
     log_bound: float
 
 
+@renamed(activation="act")
 @constrained(width=WIDTH_OR_WIDTHS, depth=COUNT, input_dim=COUNT,
-             activation=Choice.literal(PiecewiseLinear), max_bits=MAX_BITS)
+             act=Choice.literal(PiecewiseLinear), max_bits=MAX_BITS)
 def max_activation_patterns(
     width: int | Sequence[int],
     depth: int,
     input_dim: int,
     *,
-    activation: PiecewiseLinear = "relu",
+    act: PiecewiseLinear = "relu",
     max_bits: Optional[int] = DEFAULT_MAX_BITS,
 ) -> ActivationPatternBound:
     """Upper bound on the activation patterns of a ReLU or hard-tanh network (Theorem 1).
@@ -148,7 +150,7 @@ def max_activation_patterns(
         width: k, the width of every hidden layer, or a sequence of n widths.
         depth: n, the number of hidden layers (the length of ``width`` when it is a sequence).
         input_dim: m, the input dimension.
-        activation: ``"relu"`` (default) or ``"hard_tanh"``.
+        act: the activation, ``"relu"`` (default) or ``"hard_tanh"``.
         max_bits: refuse (:class:`~nngauge.errors.BudgetExceededError`), before any work,
             when an exact integer of the computation (a bound, the asymptotic form, or the
             sum behind a factor r(c k, m), see :func:`hyperplane_regions`) would take more
@@ -170,7 +172,7 @@ def max_activation_patterns(
     """
     where = "max_activation_patterns()"
     depth, input_dim = int(depth), int(input_dim)
-    per_neuron = _HYPERPLANES_PER_NEURON[activation]
+    per_neuron = _HYPERPLANES_PER_NEURON[act]
     _require_pattern_bits(where, width, depth, input_dim, per_neuron, max_bits)
     widths = _widths(width, depth, where)
     factors = {k: binomial_prefix_sum(per_neuron * k, input_dim) for k in set(widths)}
@@ -179,7 +181,7 @@ def max_activation_patterns(
         total *= factors[k]
         per_layer.append(total)
     return ActivationPatternBound(
-        activation=activation,
+        activation=act,
         widths=widths,
         input_dim=input_dim,
         per_layer=tuple(per_layer),
@@ -269,15 +271,16 @@ class TrajectoryGrowthBound(Result):
             return np.exp(self.log_lower)
 
 
+@renamed(activation="act")
 @constrained(width=COUNT, depth=Integer(0), sigma_w=POSITIVE_STD, sigma_b=STD,
-             activation=Choice.literal(PiecewiseLinear), p_bound=Choice.literal(PBound))
+             act=Choice.literal(PiecewiseLinear), p_bound=Choice.literal(PBound))
 def trajectory_growth_bound(
     width: int,
     depth: int,
     *,
     sigma_w: float = 1.0,
     sigma_b: float = 0.0,
-    activation: PiecewiseLinear = "hard_tanh",
+    act: PiecewiseLinear = "hard_tanh",
     p_bound: PBound = "exact",
 ) -> TrajectoryGrowthBound:
     """Lower (and upper) bound on the growth of trajectory length with depth (Theorem 3).
@@ -314,8 +317,8 @@ def trajectory_growth_bound(
         depth: number of hidden layers d >= 0; values are returned for 0..depth.
         sigma_w: weight scale > 0 (weights have variance sigma_w^2 / k).
         sigma_b: bias standard deviation >= 0.
-        activation: ``"hard_tanh"`` (default, the setting of the paper's figures) or
-            ``"relu"``.
+        act: the activation, ``"hard_tanh"`` (default, the setting of the paper's figures)
+            or ``"relu"``.
         p_bound: ``"exact"`` (default) or ``"paper"`` lower bound on p (hard tanh only).
 
     Returns:
@@ -334,7 +337,7 @@ def trajectory_growth_bound(
     where = "trajectory_growth_bound()"
     k, depth, sigma_w, sigma_b = int(width), int(depth), float(sigma_w), float(sigma_b)
     s = math.hypot(sigma_w, sigma_b)
-    if activation == "relu":
+    if act == "relu":
         p_lo = 0.5
         asymptotic = sigma_w * math.sqrt(k / (k + 1.0))
     else:
@@ -344,7 +347,7 @@ def trajectory_growth_bound(
         p_lo = 1.0 / (s * math.sqrt(2 * math.pi)) if p_bound == "paper" else float(
             erf(1.0 / (s * math.sqrt(2.0))))
         asymptotic = sigma_w * math.sqrt(k) / math.sqrt(s * s + k * s)
-    p_star = p_lo if activation == "relu" else max(p_lo, 1.0 / k)  # relu: p = 1/2 exactly
+    p_star = p_lo if act == "relu" else max(p_lo, 1.0 / k)  # relu: p = 1/2 exactly
     rate = sigma_w * math.sqrt(k / 2.0) * (
         p_lo / math.sqrt(1.0 + (k - 1) * p_lo) - p_star * (1.0 - p_star) ** (k - 1)
     )
@@ -355,7 +358,7 @@ def trajectory_growth_bound(
     with np.errstate(invalid="ignore"):
         log_lower = np.where(layers == 0, 0.0, layers * log_rate)
     return TrajectoryGrowthBound(
-        activation=activation, width=k, depth=depth, sigma_w=sigma_w, sigma_b=sigma_b,
+        activation=act, width=k, depth=depth, sigma_w=sigma_w, sigma_b=sigma_b,
         p_bound=p_bound, rate=rate, asymptotic_rate=asymptotic, upper_rate=upper,
         log_lower=log_lower, log_asymptotic=layers * math.log(asymptotic),
         log_upper=layers * math.log(upper),

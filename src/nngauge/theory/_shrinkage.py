@@ -26,6 +26,7 @@ import numpy as np
 
 from nngauge._constraints import Array, Check, Choice, Integer, Maybe, Real, constrained
 from nngauge._results import Result, layer_index
+from nngauge._vocabulary import renamed
 from nngauge.activations import Activation
 from nngauge.errors import invalid
 from nngauge.theory._correlation import _has_jumps
@@ -85,11 +86,12 @@ class ShrinkageBound(Result):
         return 1.0 - self.rho_max
 
 
-@constrained(activations=ACTIVATIONS, depth=Maybe(Integer(1)), rho_max=Maybe(Real(-1, 1)),
+@renamed(activations="act")
+@constrained(act=ACTIVATIONS, depth=Maybe(Integer(1)), rho_max=Maybe(Real(-1, 1)),
              jacobian_norm_sq=Maybe(Real(0, low_open=True)),
              arch=Choice.literal(ShrinkageArch), residual_std=Array(0))
 def shrinkage_bound(
-    activations: Activation | str | Sequence[Activation | str],
+    act: Activation | str | Sequence[Activation | str],
     depth: int | None = None,
     *,
     rho_max: float | None = None,
@@ -105,7 +107,7 @@ def shrinkage_bound(
     product of the slopes P_l'(1)), which gives eq. 4.1 (leaky ReLU) and eq. 4.2 (erf).
 
     Args:
-        activations: one activation (repeated ``depth`` times) or one per layer.
+        act: one activation (repeated ``depth`` times) or one per layer.
         depth: L, required with a single activation; must match a sequence when given.
         rho_max: the maximal correlation max_l min_{x, x'} z^(l)(x).z^(l)(x') / N_l, in
             [-1, 1].
@@ -134,14 +136,14 @@ def shrinkage_bound(
         raise invalid(where, "exactly one of rho_max, jacobian_norm_sq",
                       f"rho_max={rho_max!r}, jacobian_norm_sq={jacobian_norm_sq!r}",
                       "give rho_max to bound the Jacobian, or a Jacobian budget to bound rho_max")
-    acts = _layer_activations(activations, depth, where)
+    acts = _layer_activations(act, depth, where)
     stds = np.asarray(residual_std, dtype=np.float64)
     if stds.ndim > 1 or stds.size not in (1, len(acts)):
         raise invalid(where, f"residual_std as one value or {len(acts)} (one per layer)",
                       f"residual_std={residual_std!r}",
                       "pass one standard deviation, or one per layer")
     stds = np.broadcast_to(stds.ravel(), (len(acts),))
-    terms = tuple(_layer_term(act, float(s), arch) for act, s in zip(acts, stds))
+    terms = tuple(_layer_term(a, float(s), arch) for a, s in zip(acts, stds))
     total = float(sum(terms))
     if rho_max is not None:
         rho = float(rho_max)

@@ -43,7 +43,7 @@ measures refuse batch statistics)
       of those points to their mean (option ``radius=``); region_density/density, /local_complexity,
       region_density/<layer>/transitions_per_length.
     - "activation_patterns": :func:`nngauge.activation_patterns` over P (option
-      ``inputs=``); activation_patterns/n_patterns, activation_patterns/<layer>/n_patterns.
+      ``data=``); activation_patterns/n_patterns, activation_patterns/<layer>/n_patterns.
 
 Generalization (labels in D)
     - "capacity": :func:`nngauge.capacity` on D; capacity/margin, /l2, /l1_path, /l2_path,
@@ -51,12 +51,12 @@ Generalization (labels in D)
     - "margin": :func:`nngauge.margin` on D; margin, margin/hard_margin, /mean_margin,
       /train_error.
     - "path_norm": :func:`nngauge.path_norm` (p=2; option ``p=1``); path_norm.
-    - "sharpness": :func:`nngauge.sharpness` on D, steps=100 (the paper: 2000);
+    - "sharpness": :func:`nngauge.sharpness` on D, n_iter=100 (the paper: 2000);
       sharpness, sharpness/loss, /max_loss.
     - "expected_sharpness": :func:`nngauge.expected_sharpness` on D, alpha=1e-3,
-      n_samples=100 (the paper: 1000); expected_sharpness, /stderr, /expected_loss, /kl.
+      n_probes=100 (the paper: 1000); expected_sharpness, /stderr, /expected_loss, /kl.
     - "pac_bayes": :func:`nngauge.pac_bayes` on D, alphas=(1e-3, 3e-3, 1e-2),
-      n_samples=100; pac_bayes/best_bound, /best_alpha, pac_bayes/points/<i>/bound (/kl,
+      n_probes=100; pac_bayes/best_bound, /best_alpha, pac_bayes/points/<i>/bound (/kl,
       /expected_sharpness), one point per alpha.
     - "sharpness_conditions": :func:`nngauge.sharpness_conditions` on D;
       sharpness_conditions/mu, /condition_number, /c2, /c3, sharpness_conditions/<layer>/c2.
@@ -64,11 +64,12 @@ Generalization (labels in D)
 Curvature (labels in D)
     - "hessian": :func:`nngauge.hessian` on D; hessian/eigenvalues/0, /trace, /trace_stderr,
       /residuals/0.
-    - "loss_landscape": :func:`nngauge.loss_landscape` on D along one line, dims=1, steps=21
+    - "loss_landscape": :func:`nngauge.loss_landscape` on D along one line, dims=1,
+      resolution=21
       (the filter-normalized direction is drawn from the same seed at every step and rescaled
       to the current weights); loss_landscape/center_loss, /min_loss, /losses/<i>.
     - "weight_transitions": :func:`nngauge.weight_transitions` of the inputs of D, with the
-      options ``module=`` and ``direction=`` (required: the same line at every step);
+      options ``layer=`` and ``direction=`` (required: the same line at every step);
       weight_transitions/n_changes, /mean_per_sample, weight_transitions/<layer>/transitions.
 
 The Tracker's own
@@ -77,7 +78,9 @@ The Tracker's own
       none); grad_norm.
 
 Options replace the defaults and may give the inputs themselves (fixed for every step), e.g.
-``("transitions", {"x0": a, "x1": b, "method": "sampled"})``.
+``("transitions", {"x0": a, "x1": b, "method": "sampled"})``. A deprecated option name
+(:data:`nngauge._vocabulary.RENAMES`) still works, with a DeprecationWarning when the Tracker
+is built.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
+from nngauge._vocabulary import with_new_names
 from nngauge.errors import MissingDependencyError, UnknownNameError, invalid
 from nngauge.trajectories import Trajectory, line
 
@@ -223,18 +227,19 @@ REGISTRY: dict[str, TrackedMeasure] = {
     "transitions": TrackedMeasure(_MEASURES, {"x0": _endpoint(0), "x1": _endpoint(1)}, _EVAL),
     "region_density": TrackedMeasure(_MEASURES, {"data": _density_points,
                                                  "radius": _density_radius}, _EVAL),
-    "activation_patterns": TrackedMeasure(_MEASURES, {"inputs": _probes}, _EVAL),
+    "activation_patterns": TrackedMeasure(_MEASURES, {"data": _probes}, _EVAL),
     "capacity": TrackedMeasure(_MEASURES, {"data": _data}),
     "margin": TrackedMeasure(_MEASURES, {"data": _data}),
     "path_norm": TrackedMeasure(_MEASURES),
-    "sharpness": TrackedMeasure(_MEASURES, {"data": _data}, {"loss_fn": None, "steps": 100}),
+    "sharpness": TrackedMeasure(_MEASURES, {"data": _data}, {"n_iter": 100}),
     "expected_sharpness": TrackedMeasure(_MEASURES, {"data": _data}, {
-        "loss_fn": None, "alpha": 1e-3, "n_samples": 100}),
+        "alpha": 1e-3, "n_probes": 100}),
     "pac_bayes": TrackedMeasure(_MEASURES, {"data": _data}, {
-        "loss_fn": None, "alphas": (1e-3, 3e-3, 1e-2), "n_samples": 100}),
+        "alphas": (1e-3, 3e-3, 1e-2), "n_probes": 100}),
     "sharpness_conditions": TrackedMeasure(_MEASURES, {"data": _data}),
     "hessian": TrackedMeasure(_MEASURES, {"data": _data}),
-    "loss_landscape": TrackedMeasure(_MEASURES, {"data": _data}, {"dims": 1, "steps": 21}),
+    "loss_landscape": TrackedMeasure(_MEASURES, {"data": _data}, {"dims": 1,
+                                                                  "resolution": 21}),
     "weight_transitions": TrackedMeasure(_MEASURES, {"data": _data}, _EVAL),
     "weight_norm": TrackedMeasure(__name__),
     "grad_norm": TrackedMeasure(__name__),
@@ -260,6 +265,7 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
     if isinstance(spec, str):
         entry = _entry(spec)
         function = _load(spec, entry)
+        options = with_new_names(function, options, f"Tracker measure {name!r}")
         inputs, options = entry.inputs, {**entry.defaults, **options}
     elif callable(spec):
         function, inputs = spec, None

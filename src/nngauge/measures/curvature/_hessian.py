@@ -34,30 +34,23 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from scipy import stats
 from torch import nn
 
+from nngauge._constraints import Choice, Flag, Integer, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._constraints import CALLABLE, Choice, Either, Flag, Integer, Real, constrained
 from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
                                          functional_model, lanczos, slq)
-from nngauge._internal.losses import (
-    check_class_labels,
-    labelled_batches,
-    named_loss,
-    scalar_loss,
-    with_labels,
-)
+from nngauge._internal.losses import LOSS, Loss, labelled_batches, model_loss, with_labels
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge._plots import new_axes
 from nngauge._results import Result
 
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-LOSSES = ("cross_entropy", "mse")
 CONFIDENCE = 0.95
 """Coverage of the intervals over data batches."""
 
@@ -227,17 +220,18 @@ class HessianResult(Result):
         return ax
 
 
-@constrained(loss=Either((Choice(*LOSSES), CALLABLE)), top_k=Integer(1), trace=Flag(),
+@renamed(lanczos_steps="n_iter")
+@constrained(loss=LOSS, top_k=Integer(1), trace=Flag(),
              density=Flag(), per_layer=Flag(), per_batch=Flag(), kind=Choice.literal(Kind),
              n_probes=Integer(3),
-             trace_method=Choice.literal(TraceMethod), lanczos_steps=Integer(1),
+             trace_method=Choice.literal(TraceMethod), n_iter=Integer(1),
              tol=Real(0, 1, open=True), density_probes=Integer(1), return_eigenvectors=Flag())
 def hessian(
     model: nn.Module,
     data: Any,
     labels: Any = None,
     *,
-    loss: Union[str, LossFn] = "cross_entropy",
+    loss: Loss = "auto",
     top_k: int = 1,
     trace: bool = True,
     density: bool = False,
@@ -248,7 +242,7 @@ def hessian(
     n_batches: Optional[int] = None,
     n_probes: int = 90,
     trace_method: TraceMethod = "auto",
-    lanczos_steps: int = 90,
+    n_iter: int = 90,
     tol: float = 1e-4,
     density_probes: int = 10,
     chunk_size: Optional[int] = None,
@@ -273,9 +267,16 @@ def hessian(
         data: ``(inputs, labels)``, a Dataset / DataLoader of pairs, or the inputs with
             ``labels=``.
         labels: the labels when ``data`` holds the inputs only.
-        loss: "cross_entropy" (integer class labels; per position for sequence outputs),
-            "mse" (mean over all output entries; integer labels as one-hot targets) or
-            ``loss(outputs, labels)`` -> the scalar mean loss of a batch.
+        loss: "auto" (default: the mean cross-entropy for integer labels, per position for
+            sequence outputs; for floating targets the squared error summed over each
+            sample's entries and averaged over samples), "cross_entropy" (integer labels
+            only), "mse" (the mean over every entry; integer labels one-hot), or a callable
+            ``loss(outputs, labels)`` returning the batch's mean loss as one number, with
+            ``outputs`` the measured output tensor (``output=``); it is differentiated twice
+            by ``torch.func`` (no ``.item()``, no branching on values). The same rule in every
+            measure: docs/api.md, "The loss". Changed in 0.2: the default was
+            "cross_entropy" (the same values for integer labels; floating targets, refused
+            then, now get "auto").
         top_k: eigenvalues wanted (1 <= top_k <= n).
         trace: estimate tr(H).
         density: estimate the spectral density.
@@ -292,9 +293,9 @@ def hessian(
         trace_method: "auto" (default: Hutch++ when the sketch shows a spectrum dominated by
             a few eigenvalues, else Hutchinson with every product as a probe; see
             :func:`nngauge._internal.curvature.estimate_trace`), "hutch++" or "hutchinson".
-        lanczos_steps: most Lanczos steps for the top-k (it stops when the residuals reach
+        n_iter: most Lanczos steps for the top-k (it stops when the residuals reach
             ``tol``), and the steps of each density probe; the Lanczos basis holds
-            lanczos_steps x n numbers.
+            n_iter x n numbers.
         tol: relative residual ||H u - lambda u|| <= tol * max |lambda| at which Lanczos stops.
         density_probes: probes of the density.
         chunk_size: vectors per vmapped product (default: as many as about 2**26 elements
@@ -337,16 +338,17 @@ def hessian(
         if top_k > n:
             raise invalid(where, f"top_k <= the number of trainable parameters ({n})",
                           f"top_k={top_k}", f"pass top_k between 1 and {n}")
-        if top_k > lanczos_steps:
-            raise invalid(where, "lanczos_steps >= top_k", f"lanczos_steps={lanczos_steps} "
-                          f"and top_k={top_k}", "raise lanczos_steps (or lower top_k)")
+        if top_k > n_iter:
+            raise invalid(where, "n_iter >= top_k (Lanczos steps)", f"n_iter={n_iter} "
+                          f"and top_k={top_k}", "raise n_iter (or lower top_k)")
         batches = labelled_batches(adapter, data, batch_size, n_batches,
                                    "pass data=(inputs, labels) or labels=")
-        loss_fn, loss_name = _loss_function(loss, adapter, batches)
+        loss_fn, loss_name = model_loss(adapter, loss, batches[0][0],
+                                        torch.cat([y for _, y in batches]))
         op = CurvatureOperator(functional_model(adapter.model, adapter.select), loss_fn, params,
                                batches, kind=kind, chunk_size=chunk_size, note=adapter.note)
         try:
-            top = lanczos(op, top_k, lanczos_steps, tol, generator, vectors=True)
+            top = lanczos(op, top_k, n_iter, tol, generator, vectors=True)
         except RuntimeError as exc:
             missing = re.search(r"derivative for (\S+) is not implemented", str(exc))
             if missing is None:
@@ -358,11 +360,11 @@ def hessian(
                           "operations (e.g. nn.Hardsigmoid by relu6(x + 3) / 6; its second "
                           "derivative is zero almost everywhere)") from exc
         estimate = estimate_trace(op, n_probes, generator, trace_method) if trace else None
-        batch_values = (_per_batch(op, top_k, lanczos_steps, tol, generator) if per_batch
+        batch_values = (_per_batch(op, top_k, n_iter, tol, generator) if per_batch
                         else np.empty((0, top_k)))
-        spectrum = (HessianDensity(*slq(op, density_probes, lanczos_steps, generator),
+        spectrum = (HessianDensity(*slq(op, density_probes, n_iter, generator),
                                    n_params=n) if density else None)
-        layers = (_layer_rows(op, n_probes, trace_method, lanczos_steps, tol, generator, trace)
+        layers = (_layer_rows(op, n_probes, trace_method, n_iter, tol, generator, trace)
                   if per_layer else ())
         vectors = (tuple(_as_parameters(op, u) for u in top.vectors)
                    if return_eigenvectors else None)
@@ -371,7 +373,7 @@ def hessian(
                 "density": density, "per_layer": per_layer, "per_batch": per_batch,
                 "batch_size": batch_size,
                 "n_batches": n_batches, "n_probes": n_probes, "trace_method": trace_method,
-                "lanczos_steps": lanczos_steps,
+                "n_iter": n_iter,
                 "tol": tol, "density_probes": density_probes if density else None,
                 "chunk_size": op.chunk_size}
     return HessianResult(
@@ -435,27 +437,3 @@ def _over_batches(values: np.ndarray) -> tuple[Optional[tuple], Optional[tuple]]
             / math.sqrt(len(values)))
     return (tuple(float(v) for v in mean),
             tuple((float(m - h), float(m + h)) for m, h in zip(mean, half)))
-
-
-def _loss_function(loss: Union[str, LossFn], adapter: ModelAdapter,
-                   batches: list) -> tuple[LossFn, str]:
-    """The scalar mean loss of a batch, checked once against the labels and the outputs."""
-    where = adapter.where
-    x, y = batches[0][0][:2], batches[0][1][:2]
-    with torch.no_grad():
-        out = adapter(x)
-    if callable(loss):
-        scalar_loss(loss, out, y, where)
-        return (lambda o, t: loss(o, t).reshape(())), getattr(loss, "__name__",
-                                                                type(loss).__name__)
-    labels = torch.cat([t for _, t in batches])
-    outputs = out[:1].expand(len(labels), *out.shape[1:])
-    loss_fn = named_loss(loss, labels, where)
-    if labels.is_floating_point():
-        if labels.shape != outputs.shape:
-            raise invalid(where, f"regression targets shaped like the outputs, "
-                          f"{tuple(outputs.shape)}", f"targets of shape {tuple(labels.shape)}",
-                          "pass targets of the output's shape, or integer class labels")
-    else:
-        check_class_labels(outputs, labels, where)
-    return loss_fn, loss

@@ -29,20 +29,23 @@ parameters are never written.
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call
 
+from nngauge._constraints import Choice, Flag, Maybe, NormMode, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.batching import Vectorizer
-from nngauge._constraints import CALLABLE, Choice, Either, Flag, Maybe, constrained
-from nngauge._internal.losses import labelled_tensors, named_loss, scalar_loss, with_labels
+from nngauge._internal.losses import (LOSS, Loss, LossFn, labelled_tensors, scalar_loss,
+                                      with_labels)
 from nngauge._internal.sites import SiteRecorder
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid, require_extra
 from nngauge._plots import new_axes
 from nngauge._results import Result
@@ -57,16 +60,14 @@ from nngauge.measures.curvature._landscape_regions import (
 from nngauge.measures.generalization._local_noise import ELEMENT_BUDGET
 
 DirectionKind = Literal["filter", "layer", "random", "hessian", "pca"]
-LossName = Literal["auto", "cross_entropy", "mse"]
 BatchNormHandling = Literal["frozen", "recompute"]
+"""The values of the deprecated ``bn=`` (``norm_mode`` says it alone)."""
 PlotKind = Literal["contour", "surface", "line"]
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Direction = Mapping[str, Any]
 
 MOVED = "a loss landscape moves the weights"
 KINDS = ("filter", "layer", "random", "hessian", "pca")
-LOSSES = ("auto", "cross_entropy", "mse")
-DEFAULT_STEPS = 21
+DEFAULT_RESOLUTION = 21
 CHUNK_ELEMENTS = 2**21
 """Default bound on a chunk's widest layer output, in elements (8 MiB in float32): past the
 caches, a batched pass's unfused bias additions and activations run at memory speed and a
@@ -78,7 +79,7 @@ class LossLandscapeResult(Result):
     """The loss (and accuracy) on a grid of weight space around theta.
 
     Attributes:
-        losses: the mean loss at every grid point, shape ``steps``: ``losses[i]`` is
+        losses: the mean loss at every grid point, shape ``resolution``: ``losses[i]`` is
             L(theta + a_i d_1) on a line, ``losses[i, j]`` is L(theta + a_i d_1 + b_j d_2) on
             a plane (a = ``coordinates[0]``, b = ``coordinates[1]``).
         accuracies: the fraction of correct arg-max predictions, same shape (classifiers;
@@ -93,10 +94,11 @@ class LossLandscapeResult(Result):
         eigenvalues: ``directions="hessian"``: the Hessian eigenvalue of each direction.
         trajectory_coordinates: ``directions="pca"``: (n_snapshots, dims) the projection of
             each snapshot minus theta onto the directions (the path drawn by :meth:`plot`).
-        settings: directions (the kind, or "given"), loss, bn, include_bias_bn, steps, span,
+        settings: directions (the kind, or "given"), loss (its name), norm_mode,
+            include_bias_bn, layers, count_regions, resolution (one count per axis), span,
             batch_size, chunk_size, n_samples.
-        mode: how the model was run (:class:`~nngauge.MeasurementMode`); its ``norm_mode`` is
-            "eval" or "frozen" for ``bn="frozen"``, "train" for ``bn="recompute"``.
+        mode: how the model was run (:class:`~nngauge.MeasurementMode`), batchnorm's
+            statistics in its ``norm_mode``.
         directions: d_1 (and d_2) by parameter name, every parameter present (zeros where it
             is not moved); not in ``to_dict()``.
         regions_method: ``count_regions=True``: "exact" or "sampled (the reason it is not
@@ -104,7 +106,7 @@ class LossLandscapeResult(Result):
         pattern_distance: shaped like ``losses``: the fraction of the data's (sample, unit)
             activation regions that differ from theirs at theta (0 inside theta's piece of
             weight space, where the loss is smooth).
-        region_changes: a line: (steps - 1,) the pattern changes of the data inside each grid
+        region_changes: a line: (resolution - 1,) the pattern changes of the data inside each grid
             interval: exact, every (sample, change); sampled, the samples whose pattern
             differs between the interval's ends (a lower bound). None on a plane.
         region_breakpoints: exact only: every value of alpha where some sample's pattern
@@ -168,9 +170,33 @@ class LossLandscapeResult(Result):
             self, ax)
 
 
-@constrained(dims=Maybe(Choice(1, 2)), loss=Either((Choice.literal(LossName), CALLABLE)),
-             accuracy=Flag(), include_bias_bn=Flag(), count_regions=Flag(),
-             bn=Choice.literal(BatchNormHandling))
+def _norm_mode_of_bn(bn: Any) -> str:
+    """bn="frozen" becomes norm_mode="eval" (running statistics), bn="recompute" becomes
+    norm_mode="train" (each batch's statistics)."""
+    if not isinstance(bn, str) or bn not in typing.get_args(BatchNormHandling):
+        raise invalid("loss_landscape()", "bn in ('frozen', 'recompute') (deprecated: "
+                      "norm_mode says it alone)", f"bn={bn!r}",
+                      "pass norm_mode='eval', 'frozen' or 'train' instead of bn")
+    return "train" if bn == "recompute" else "eval"
+
+
+def _bn_with_norm_mode(bn: Any, norm_mode: Any) -> Any:
+    """bn="frozen" with norm_mode "eval" or "frozen" keeps that norm_mode; bn="recompute"
+    with a norm_mode is refused (as before the rename)."""
+    if norm_mode is None:
+        return _norm_mode_of_bn(bn)
+    _norm_mode_of_bn(bn)
+    if bn != "frozen" or norm_mode not in ("eval", "frozen"):
+        raise invalid("loss_landscape()", "norm_mode 'eval' or 'frozen', only with "
+                      "bn='frozen' (bn is deprecated)", f"norm_mode={norm_mode!r} with bn={bn!r}",
+                      "drop bn: norm_mode='train' uses each batch's statistics")
+    return norm_mode
+
+
+@renamed(steps="resolution", modules="layers", bn=("norm_mode", _norm_mode_of_bn,
+                                                   _bn_with_norm_mode))
+@constrained(dims=Maybe(Choice(1, 2)), loss=LOSS, accuracy=Flag(), include_bias_bn=Flag(),
+             count_regions=Flag())
 def loss_landscape(
     model: nn.Module,
     data: Any,
@@ -178,15 +204,14 @@ def loss_landscape(
     *,
     directions: Union[DirectionKind, Direction, Sequence[Direction]] = "filter",
     dims: Optional[int] = None,
-    steps: Union[int, Sequence[int], None] = None,
+    resolution: Union[int, Sequence[int], None] = None,
     span: Union[float, Sequence[float], Sequence[Sequence[float]]] = 1.0,
-    loss: Union[LossName, LossFn] = "auto",
+    loss: Loss = "auto",
     accuracy: bool = True,
     include_bias_bn: bool = False,
-    modules: Optional[Sequence[str]] = None,
+    layers: Optional[Sequence[str]] = None,
     count_regions: bool = False,
-    bn: BatchNormHandling = "frozen",
-    norm_mode: Optional[Literal["eval", "frozen"]] = None,
+    norm_mode: Optional[NormMode] = "eval",
     trajectory: Optional[Sequence[Mapping[str, Any]]] = None,
     batch_size: int = 1024,
     chunk_size: Optional[int] = None,
@@ -220,12 +245,12 @@ def loss_landscape(
     Gaussians are drawn from ``generator`` (on the CPU), direction by direction, parameter by
     parameter in ``named_parameters()`` order, one ``torch.randn`` of the parameter's shape.
 
-    Batchnorm (``bn=``), stated in ``mode.norm_mode``:
+    Batchnorm (``norm_mode=``), stated in ``mode.norm_mode``:
 
-    - ``"frozen"`` (default): statistics fixed at every grid point: the running statistics
-      (``norm_mode="eval"``, default) or statistics of the data at theta
-      (``norm_mode="frozen"``); the grid is then a slice of one function of the weights;
-    - ``"recompute"``: batch statistics of each evaluation batch of ``batch_size`` points,
+    - ``"eval"`` (default): the running statistics, fixed at every grid point;
+    - ``"frozen"``: statistics of the data at theta, fixed at every grid point (with "eval",
+      the grid is a slice of one function of the weights);
+    - ``"train"``: batch statistics of each evaluation batch of ``batch_size`` points,
       recomputed at every grid point (a train-mode forward pass; the running statistics are
       not updated). The loss then depends on ``batch_size``; Li et al. plot such landscapes.
 
@@ -236,18 +261,22 @@ def loss_landscape(
         labels: the labels when ``data`` holds only inputs: integer classes (b,) (or (b, seq)
             for per-position outputs) or floating targets shaped like the outputs.
         directions: "filter", "layer", "random", "hessian", "pca", or given directions.
-        dims: 1 or 2; default from the given directions, else from ``steps``, else 2.
-        steps: grid points per axis (>= 2): an int, or one per axis; default 21.
+        dims: 1 or 2; default from the given directions, else from ``resolution``, else 2.
+        resolution: grid points per axis (>= 2): an int, or one per axis; default 21.
         span: the range of every axis: a > 0 for [-a, a], a pair (lo, hi), or one pair per
             axis; in units of the directions.
-        loss: "cross_entropy" (integer labels; mean over samples, and over positions of
-            sequence outputs), "mse" (``F.mse_loss``, the mean over entries; integer labels
-            are one-hot encoded), "auto" (default: cross-entropy for integer labels, mse for
-            floating targets), or ``loss(outputs, labels)`` -> a scalar mean loss that works
-            under ``vmap``.
+        loss: "auto" (default: the mean cross-entropy for integer labels, per position for
+            sequence outputs; for floating targets the squared error summed over each
+            sample's entries and averaged over samples), "cross_entropy" (integer labels
+            only), "mse" (the mean over every entry; integer labels one-hot), or a callable
+            ``loss(outputs, labels)`` returning the batch's mean loss as one number, with
+            ``outputs`` the measured output tensor (``output=``); it is traced by
+            ``torch.func`` (no ``.item()``, no branching on values). The same rule in every
+            measure: docs/api.md, "The loss". Changed in 0.2: "auto" on floating targets was
+            "mse"; its values are now the output width times those.
         accuracy: also report accuracies (integer labels only).
         include_bias_bn: also move one-dimensional parameters (see above).
-        modules: "filter", "layer", "random" and "pca" move only the parameters of these
+        layers: "filter", "layer", "random" and "pca" move only the parameters of these
             modules (names from ``named_modules()``, their submodules included); default all.
             One module and a line make ``count_regions`` exact.
         count_regions: also measure where the activation patterns of the data change on the
@@ -259,17 +288,16 @@ def loss_landscape(
             ``regions_method``, ``pattern_distance``, ``region_changes``,
             ``region_breakpoints`` and ``smooth_interval``; :meth:`~LossLandscapeResult.plot`
             draws them. Stores two 64-bit hashes per sample and grid point.
-        bn: "frozen" or "recompute" (see above).
-        norm_mode: with ``bn="frozen"``, the statistics kept: "eval" (running, default) or
-            "frozen" (of the data at theta).
+        norm_mode: "eval" (default; None means it too), "frozen" or "train" (see above).
         trajectory: ``directions="pca"``: at least 3 snapshots, each a mapping from parameter
             name to tensor (a ``state_dict()``; other entries such as buffers are ignored).
-        batch_size: points per forward pass (the statistics' batch for ``bn="recompute"``).
+        batch_size: points per forward pass (the statistics' batch for ``norm_mode="train"``).
         chunk_size: grid points per vmapped pass; default as many as keep a chunk's parameter
             copies under 2**25 elements and its widest layer output under 2**21 (a batched
             pass larger than the caches is slower per point).
         output: which output the loss reads for dict / tuple / ModelOutput outputs.
-        generator: for the Gaussian directions (deterministic).
+        generator: for the Gaussian directions (deterministic): a torch.Generator or an int
+            seed.
 
     Returns:
         :class:`LossLandscapeResult`.
@@ -279,33 +307,27 @@ def loss_landscape(
         >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
         ...                           torch.nn.Linear(8, 3))
         >>> x, y = torch.randn(64, 4), torch.randint(0, 3, (64,))
-        >>> r = loss_landscape(net, (x, y), steps=(5, 5), span=0.5,
-        ...                    generator=torch.Generator().manual_seed(0))
+        >>> r = loss_landscape(net, (x, y), resolution=(5, 5), span=0.5, generator=0)
         >>> r.losses.shape, bool(abs(r.losses[2, 2] - r.center_loss) < 1e-6)
         ((5, 5), True)
     """
     where = "loss_landscape()"
     data = with_labels(data, labels, where)
-    dims = _dims(directions, dims, steps, where)
-    axes = _axes(dims, steps, span, where)
-    if norm_mode is not None and (bn != "frozen" or norm_mode not in ("eval", "frozen")):
-        raise invalid(where, "norm_mode 'eval' or 'frozen', only with bn='frozen'",
-                      f"norm_mode={norm_mode!r} with bn={bn!r}",
-                      "drop norm_mode (bn='recompute' uses each batch's statistics)")
+    dims = _dims(directions, dims, resolution, where)
+    axes = _axes(dims, resolution, span, where)
+    norm_mode = norm_mode or "eval"
     kind = directions if isinstance(directions, str) else "given"
     _check_kind(kind, trajectory, where)
-    _check_modules(model, kind, modules, where)
-    adapter = ModelAdapter(model, output=output, where=where,
-                           norm_mode="train" if bn == "recompute" else (norm_mode or "eval"))
+    _check_layers(model, kind, layers, where)
+    adapter = ModelAdapter(model, output=output, where=where, norm_mode=norm_mode)
     eigen = (_hessian_eigenvectors(adapter, data, loss, top_k=dims, batch_size=batch_size,
                                    generator=generator) if kind == "hessian" else None)
     with adapter.active(data=data), torch.no_grad():
-        x, y = labelled_tensors(adapter, data)
-        loss_fn, loss_name = _loss_function(loss, y, where)
+        x, y, loss_fn, loss_name = labelled_tensors(adapter, data, loss)
         params = adapter.weights(MOVED)
         dirs, extra = _directions(kind, directions, params, dims, where, eigen=eigen,
                                   trajectory=trajectory, include_bias_bn=include_bias_bn,
-                                  modules=modules, generator=generator)
+                                  layers=layers, generator=generator)
         moved = _moved(dirs, where)
         points = _points(axes, params[moved[0]])
         chunk = chunk_size or _default_chunk(adapter, x, params, moved, len(points), batch_size)
@@ -313,11 +335,11 @@ def loss_landscape(
         losses, hits, patterns = _evaluate(
             adapter, loss_fn, params, dirs, moved, points, x, y, batch_size=batch_size,
             chunk_size=chunk, classes=accuracy and not y.is_floating_point(),
-            recompute=bn == "recompute", probe=probe)
+            recompute=norm_mode == "train", probe=probe)
         regions = _regions(adapter, x, dirs, axes, probe, patterns) if count_regions else None
-    settings = {"directions": kind, "loss": loss_name, "bn": bn,
-                "include_bias_bn": include_bias_bn, "modules": modules,
-                "count_regions": count_regions, "steps": [len(a) for a in axes],
+    settings = {"directions": kind, "loss": loss_name, "norm_mode": norm_mode,
+                "include_bias_bn": include_bias_bn, "layers": layers,
+                "count_regions": count_regions, "resolution": [len(a) for a in axes],
                 "span": [[float(a[0]), float(a[-1])] for a in axes],
                 "batch_size": batch_size, "chunk_size": chunk, "n_samples": len(y)}
     return _result(axes, losses, hits, dirs, params, extra, settings, adapter.mode, regions)
@@ -326,8 +348,9 @@ def loss_landscape(
 # ---------------------------------------------------------------------------------- checks
 
 
-def _dims(directions: Any, dims: Optional[int], steps: Any, where: str) -> int:
-    """dims from the argument, the given directions or the steps (which must agree), else 2."""
+def _dims(directions: Any, dims: Optional[int], resolution: Any, where: str) -> int:
+    """dims from the argument, the given directions or the resolution (which must agree),
+    else 2."""
     if dims is not None and (isinstance(dims, bool) or dims not in (1, 2)):
         raise invalid(where, "dims 1 (a line) or 2 (a plane)", f"dims={dims!r}",
                       "pass dims=1 or dims=2")
@@ -336,25 +359,26 @@ def _dims(directions: Any, dims: Optional[int], steps: Any, where: str) -> int:
         implied["directions"] = 1
     elif isinstance(directions, (tuple, list)):
         implied["directions"] = len(directions)
-    if isinstance(steps, (tuple, list)):
-        implied["steps"] = len(steps)
+    if isinstance(resolution, (tuple, list)):
+        implied["resolution"] = len(resolution)
     known = {k: v for k, v in implied.items() if v is not None}
     resolved = next(iter(known.values()), 2)
     if resolved not in (1, 2) or any(v != resolved for v in known.values()):
-        raise invalid(where, "1 or 2 axes, the same number from dims, directions and steps",
-                      ", ".join(f"{k} giving {v}" for k, v in known.items()),
-                      "give one direction (a dict) or a pair of them, and one step count per "
+        raise invalid(where, "1 or 2 axes, the same number from dims, directions and "
+                      "resolution", ", ".join(f"{k} giving {v}" for k, v in known.items()),
+                      "give one direction (a dict) or a pair of them, and one point count per "
                       "axis")
     return resolved
 
 
-def _axes(dims: int, steps: Any, span: Any, where: str) -> tuple[np.ndarray, ...]:
-    counts = [DEFAULT_STEPS] * dims if steps is None else (
-        list(steps) if isinstance(steps, (tuple, list)) else [steps] * dims)
+def _axes(dims: int, resolution: Any, span: Any, where: str) -> tuple[np.ndarray, ...]:
+    counts = [DEFAULT_RESOLUTION] * dims if resolution is None else (
+        list(resolution) if isinstance(resolution, (tuple, list)) else [resolution] * dims)
     for k in counts:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
-            raise invalid(where, "steps >= 2 per axis (an integer, or one per axis)",
-                          f"steps={steps!r}", "pass e.g. steps=21 or steps=(21, 21)")
+            raise invalid(where, "resolution >= 2 points per axis (an integer, or one per "
+                          "axis)", f"resolution={resolution!r}",
+                          "pass e.g. resolution=21 or resolution=(21, 21)")
     return tuple(np.linspace(lo, hi, int(k)) for (lo, hi), k in zip(_ranges(dims, span, where),
                                                                    counts))
 
@@ -393,39 +417,30 @@ def _check_kind(kind: str, trajectory: Any, where: str) -> None:
                       "trajectory")
 
 
-def _check_modules(model: nn.Module, kind: str, modules: Any, where: str) -> None:
-    """``modules`` names modules with parameters, and only with drawn or PCA directions."""
-    if modules is None:
+def _check_layers(model: nn.Module, kind: str, layers: Any, where: str) -> None:
+    """``layers`` names modules with parameters, and only with drawn or PCA directions."""
+    if layers is None:
         return
     if kind in ("given", "hessian"):
-        raise invalid(where, "modules= with directions 'filter', 'layer', 'random' or 'pca'",
-                      f"modules={modules!r} with directions={kind!r}",
-                      "give directions that are zero outside those modules instead, or drop "
-                      "modules=")
-    names = [modules] if isinstance(modules, str) else modules
+        raise invalid(where, "layers= with directions 'filter', 'layer', 'random' or 'pca'",
+                      f"layers={layers!r} with directions={kind!r}",
+                      "give directions that are zero outside those layers instead, or drop "
+                      "layers=")
+    names = [layers] if isinstance(layers, str) else layers
     known = {n for n, m in model.named_modules() if next(m.parameters(), None) is not None}
-    wrong = ([modules] if not isinstance(names, (list, tuple)) or not names
+    wrong = ([layers] if not isinstance(names, (list, tuple)) or not names
              else [n for n in names if n not in known])
     if wrong:
-        raise invalid(where, "modules= names of modules with parameters",
-                      f"modules={modules!r} ({wrong[:5]} unknown or empty)",
+        raise invalid(where, "layers= names of modules with parameters",
+                      f"layers={layers!r} ({wrong[:5]} unknown or empty)",
                       f"pick from {sorted(known)[:12]}")
-
-
-def _loss_function(loss: Any, y: torch.Tensor, where: str) -> tuple[LossFn, str]:
-    """The scalar loss and its name; "auto" resolved from the labels' dtype."""
-    if callable(loss):
-        return loss, getattr(loss, "__name__", type(loss).__name__)
-    if loss == "auto":
-        loss = "mse" if y.is_floating_point() else "cross_entropy"
-    return named_loss(loss, y, where), loss
 
 
 # ------------------------------------------------------------------------------ directions
 
 
 def _directions(kind: str, directions: Any, params: dict, dims: int, where: str, *, eigen,
-                trajectory, include_bias_bn: bool, modules, generator
+                trajectory, include_bias_bn: bool, layers, generator
                 ) -> tuple[list[dict], dict]:
     """The directions of ``kind`` and what the result reports about them (eigenvalues,
     explained variance, trajectory coordinates)."""
@@ -435,17 +450,17 @@ def _directions(kind: str, directions: Any, params: dict, dims: int, where: str,
     if kind == "given":
         return _given_directions(directions, params, where), {}
     names = [n for n, w in params.items() if (include_bias_bn or w.dim() > 1)
-             and _in_modules(n, modules)]
+             and _in_layers(n, layers)]
     if kind == "pca":
         return _pca_directions(trajectory, params, names, dims, where)
     return [_random_direction(kind, params, names, generator) for _ in range(dims)], {}
 
 
-def _in_modules(name: str, modules: Any) -> bool:
-    """Whether parameter ``name`` belongs to one of ``modules`` (None: all)."""
-    if modules is None:
+def _in_layers(name: str, layers: Any) -> bool:
+    """Whether parameter ``name`` belongs to one of the modules ``layers`` (None: all)."""
+    if layers is None:
         return True
-    prefixes = [modules] if isinstance(modules, str) else modules
+    prefixes = [layers] if isinstance(layers, str) else layers
     return any(p == "" or name.startswith(f"{p}.") for p in prefixes)
 
 
@@ -507,12 +522,11 @@ def _given_direction(direction: Mapping, params: dict, where: str) -> dict[str, 
 def _hessian_eigenvectors(adapter: ModelAdapter, data: Any, loss: Any, **options: Any):
     """The top Hessian eigenpairs, by Lanczos (:func:`~nngauge.measures.curvature.hessian`,
     no trace) with the landscape's loss, batchnorm statistics, output and batches. Labels
-    are checked here first, so that errors name loss_landscape()."""
+    and the loss are checked here first, so that errors name loss_landscape()."""
     with adapter.active(data=data), torch.no_grad():
-        _, y = labelled_tensors(adapter, data)
+        labelled_tensors(adapter, data, loss)
         adapter.weights(MOVED)
-    name = loss if callable(loss) else _loss_function(loss, y, adapter.where)[1]
-    return hessian(adapter.user_model, data, loss=name, norm_mode=adapter.norm_mode,
+    return hessian(adapter.user_model, data, loss=loss, norm_mode=adapter.norm_mode,
                    output=adapter.output, trace=False, return_eigenvectors=True, **options)
 
 

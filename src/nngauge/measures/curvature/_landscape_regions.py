@@ -135,11 +135,11 @@ def exact_line(adapter: ModelAdapter, x: torch.Tensor, direction: dict, axis: np
     if owner is None:
         return None, "the direction moves more than one module"
     if adapter.norm_mode == "train":
-        return None, "batch statistics (bn='recompute') make patterns depend on the batch"
+        return None, "batch statistics (norm_mode='train') make patterns depend on the batch"
     name, prefix = owner
     local = {k[len(prefix):]: v for k, v in direction.items() if bool(v.any())}
     try:
-        found = weight_transitions(adapter.user_model, x, module=name, direction=local,
+        found = weight_transitions(adapter.user_model, x, layer=name, direction=local,
                                    span=(float(axis[0]), float(axis[-1])),
                                    output=adapter.output, norm_mode=adapter.norm_mode,
                                    norm_data=x if adapter.norm_mode == "frozen" else None)

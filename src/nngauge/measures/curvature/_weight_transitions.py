@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._constraints import NAME, Integer, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._constraints import Integer, Maybe, NAME, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (
@@ -33,6 +33,7 @@ from nngauge._internal.piecewise import (
     WeightLine,
     float64_copy,
 )
+from nngauge._vocabulary import renamed
 from nngauge.errors import BudgetExceededError, invalid
 from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
@@ -96,12 +97,13 @@ class WeightTransitionsResult(Result):
     mode: Optional[MeasurementMode] = None
 
 
-@constrained(module=NAME, max_pieces=Maybe(Integer(1)))
+@renamed(module="layer")
+@constrained(layer=NAME, max_pieces=Maybe(Integer(1)))
 def weight_transitions(
     model: nn.Module,
     data: Any,
     *,
-    module: str,
+    layer: str,
     direction: dict[str, torch.Tensor],
     span: Sequence[float] = (-1.0, 1.0),
     layers: Optional[Sequence[str]] = None,
@@ -113,7 +115,7 @@ def weight_transitions(
 ) -> WeightTransitionsResult:
     """Exact pattern changes of the data along a line of one module's weights.
 
-    With theta(t) = theta + t delta, delta nonzero only in ``module``'s own parameters (a
+    With theta(t) = theta + t delta, delta nonzero only in ``layer``'s own parameters (a
     Linear, a Conv or a batchnorm's affine parameters: the module's output is linear in them),
     every sample's activation pattern AP(x; theta(t)) is piecewise constant in t (Raghu et
     al., ICML 2017, Theorem 2, read in weight space); this returns every t in ``span`` where
@@ -124,11 +126,12 @@ def weight_transitions(
     Args:
         model: a piecewise-linear network (as for exact ``transitions``).
         data: inputs (n, ...) (a tensor, array, (inputs, labels) pair, Dataset or DataLoader).
-        module: the name of the moved module (``model.get_submodule(module)``).
+        layer: the name of the moved module, the one layer whose weights move
+            (``model.get_submodule(layer)``).
         direction: delta by parameter name of that module (``"weight"``, ``"bias"``); shapes
             of the parameters; names left out do not move.
         span: (t_min, t_max), t_min < t_max.
-        layers: sites to report (default: all).
+        layers: the sites whose patterns are read and reported (default: all).
         merge_tol: breakpoints closer than this (as a fraction of the span) are one.
         max_pieces: refuse (:class:`~nngauge.BudgetExceededError`) as soon as the samples'
             segments are known to break into more pieces than this (a random line through a
@@ -153,7 +156,7 @@ def weight_transitions(
         >>> with torch.no_grad():
         ...     _ = net[0].weight.fill_(1.0); _ = net[0].bias.fill_(0.0)
         >>> x = torch.tensor([[1.0], [2.0]], dtype=torch.float64)
-        >>> res = weight_transitions(net, x, module="0",
+        >>> res = weight_transitions(net, x, layer="0",
         ...                          direction={"bias": torch.tensor([1.0])}, span=(-3, 3))
         >>> res.breakpoints.tolist()  # x + t = 0 at t = -1 and t = -2
         [-2.0, -1.0]
@@ -172,7 +175,7 @@ def weight_transitions(
     with adapter.active(data=norm_data), torch.no_grad():
         adapter.require_independent_samples()
         copy = float64_copy(adapter.model)
-        moved = _module(copy, module, where)
+        moved = _module(copy, layer, where)
         delta = _direction(moved, direction, where)
         for name, d in delta.items():
             getattr(moved, name).add_(t0 * d)
@@ -198,8 +201,8 @@ def weight_transitions(
         mean_per_sample=float(per_sample.mean()) if len(per_sample) else 0.0,
         layers=tuple(WeightTransitionLayer(engine.sites[i].name, units[i], transitions[i])
                      for i in index),
-        module=module, span=(t0, t1), near_coincident=near,
-        settings={"module": module, "span": (t0, t1), "merge_tol": merge_tol,
+        module=layer, span=(t0, t1), near_coincident=near,
+        settings={"layer": layer, "span": (t0, t1), "merge_tol": merge_tol,
                   "max_pieces": max_pieces},
         mode=adapter.mode)
 
@@ -221,11 +224,11 @@ def _module(model: nn.Module, name: str, where: str) -> nn.Module:
         module = model.get_submodule(name)
     except AttributeError:
         names = [n for n, m in model.named_modules() if list(m.parameters(recurse=False))]
-        raise invalid(where, "module= the name of a module with parameters",
-                      f"module={name!r}", f"pick from {names[:20]}") from None
+        raise invalid(where, "layer= the name of a module with parameters",
+                      f"layer={name!r}", f"pick from {names[:20]}") from None
     if not list(module.parameters(recurse=False)):
         raise invalid(where, "a module with its own parameters (a Linear, Conv or batchnorm)",
-                      f"module={name!r} ({type(module).__name__}) without any",
+                      f"layer={name!r} ({type(module).__name__}) without any",
                       "name the layer itself, e.g. 'layers.1.linear'")
     return module
 

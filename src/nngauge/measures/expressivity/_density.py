@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
@@ -38,6 +38,7 @@ from nngauge._internal.patterns import (
 )
 from nngauge._internal.piecewise import EngineReport, Intervals, PiecewiseEngine, float64_copy
 from nngauge._internal.sites import Site
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
@@ -157,9 +158,10 @@ class RegionDensityResult(Result):
         return ax
 
 
+@renamed(n_points="max_samples")
 @constrained(radius=Real(0, low_open=True), n_directions=Integer(1),
              method=Choice.literal(Method), points=Choice.literal(Points),
-             n_points=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
+             max_samples=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
              neighbourhood_dims=Maybe(Integer(1)))
 def region_density(
     model: nn.Module,
@@ -170,7 +172,7 @@ def region_density(
     layers: Optional[Sequence[str]] = None,
     method: Method = "exact",
     points: Points = "data",
-    n_points: Optional[int] = None,
+    max_samples: Optional[int] = None,
     neighbourhood: Neighbourhood = "cross-polytope",
     neighbourhood_dims: Optional[int] = None,
     merge_tol: float = 1e-12,
@@ -243,7 +245,7 @@ def region_density(
         model: the network; its output for a point must not depend on the batch (batchnorm
             with running or frozen statistics: ``norm_mode``).
         data: the points: a tensor (n, ...), numpy array, (inputs, labels) pair, Dataset or
-            DataLoader of floating inputs; the first ``n_points`` are used.
+            DataLoader of floating inputs; the first ``max_samples`` are used.
         radius: r > 0, in input units: the segments' half-length and the neighbourhood's radius.
         n_directions: D >= 1, segments per point.
         layers: site names of the rows (``result.layers[i].name``); default all. The density
@@ -252,7 +254,7 @@ def region_density(
             from forward passes either way).
         points: ``"data"`` (the samples) or ``"random"`` (as many Gaussian points with the
             samples' per-feature mean and standard deviation, from ``generator``).
-        n_points: use the first n_points samples (None: all).
+        max_samples: use the first max_samples samples (None: all).
         neighbourhood: ``"cross-polytope"`` (the paper's, 2P vertices) or ``"cube"`` (2^P
             vertices, P <= 12).
         neighbourhood_dims: P, random orthonormal directions per point; None: the input's
@@ -292,7 +294,7 @@ def region_density(
     """
     where = "region_density()"
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
-    samples = collect(data, where=where, max_samples=n_points, require_float=False).inputs
+    samples = collect(data, where=where, max_samples=max_samples, require_float=False).inputs
     if not samples.is_floating_point():
         raise invalid(where, "real-valued inputs (points are moved along lines in input space)",
                       f"integer inputs (token ids, dtype {samples.dtype})",

@@ -3,7 +3,7 @@
 Expressive-power paper (Raghu et al. 2017), appendix B.3 and figures 14-16: instead of moving
 the input along a trajectory x(t), move the weights W of one layer along
 
-    W(t) = cos(t) W0 + sin(t) W1,    t = 2 pi j / n_steps,  j = 0, ..., n_steps - 1,
+    W(t) = cos(t) W0 + sin(t) W1,    t = 2 pi j / resolution,  j = 0, ..., resolution - 1,
 
 with W0 the layer's weights and W1 an independent draw of the same scale, and count the
 distinct labellings (dichotomies) of fixed inputs x_1..x_s. Here W1 is a Gaussian matrix
@@ -26,9 +26,10 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from nngauge._constraints import NAME, Integer, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._constraints import Integer, NAME, constrained
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
 
@@ -85,21 +86,22 @@ class DichotomiesResult(Result):
         return ax
 
 
-@constrained(layer=NAME, n_steps=Integer(1))
+@renamed(inputs="data", n_steps="resolution")
+@constrained(layer=NAME, resolution=Integer(1))
 def dichotomies(
     model: nn.Module,
-    inputs: Any,
+    data: Any,
     *,
     layer: str,
-    n_steps: int = 1000,
+    resolution: int = 1000,
     chunk_size: Optional[int] = None,
     output: Any = None,
     norm_mode: Optional[NormMode] = None,
     generator: Optional[torch.Generator] = None,
 ) -> DichotomiesResult:
-    """Count the dichotomies of ``inputs`` as ``layer``'s weights sweep a great circle.
+    """Count the dichotomies of ``data`` as ``layer``'s weights sweep a great circle.
 
-    W(t) = cos(t) W0 + sin(t) W1 for t = 2 pi j / n_steps (Raghu et al. 2017, appendix
+    W(t) = cos(t) W0 + sin(t) W1 for t = 2 pi j / resolution (Raghu et al. 2017, appendix
     B.3, figures 14-16); W1 is Gaussian, orthogonal to W0 and of the same Frobenius norm. A
     labelling is sign(f(x)) for a single output and argmax_j f(x, j) otherwise; the result
     counts the distinct labellings of the s inputs over all settings.
@@ -110,23 +112,24 @@ def dichotomies(
 
     Args:
         model: a module mapping (s, ...) inputs to (s, d_out) outputs.
-        inputs: the s inputs x_1..x_s (tensor, numpy array, (inputs, labels), Dataset or
+        data: the s inputs x_1..x_s (tensor, numpy array, (inputs, labels), Dataset or
             DataLoader); all of them are used, in order.
         layer: module name (``model.named_modules()``) of a layer with a ``weight`` parameter.
-        n_steps: settings on the circle (>= 1); the paper's plots use fine sweeps.
+        resolution: weight settings on the circle (>= 1); the paper's plots use fine sweeps.
         chunk_size: settings per vmapped call; None: as many as keep the chunk's weights under
             :data:`MAX_BATCHED_ELEMENTS` elements.
         output: which output to label for dict / tuple / ModelOutput outputs.
-        norm_mode: batchnorm's statistics ("train", "eval", "frozen" on ``inputs``, None: as
+        norm_mode: batchnorm's statistics ("train", "eval", "frozen" on ``data``, None: as
             found); dropout is off.
-        generator: torch.Generator for W1 (deterministic).
+        generator: for W1 (deterministic): a torch.Generator or an int seed.
 
     Returns:
-        :class:`DichotomiesResult`; ``labellings`` has shape (n_steps, s).
+        :class:`DichotomiesResult` (its ``n_steps`` is ``resolution``); ``labellings`` has
+        shape (resolution, s).
 
     Raises:
         InvalidInputError: unknown layer, a layer without a weight parameter or with zero
-            weights, n_steps or chunk_size not a positive integer, bad inputs.
+            weights, resolution or chunk_size not a positive integer, bad inputs.
 
     Example:
         >>> import torch
@@ -135,7 +138,7 @@ def dichotomies(
         >>> g = torch.Generator().manual_seed(0)
         >>> net = nn.Sequential(nn.Linear(5, 16), nn.Hardtanh(), nn.Linear(16, 1))
         >>> x = torch.randn(15, 5, generator=g)
-        >>> r = dichotomies(net, x, layer="0", n_steps=200, generator=g)
+        >>> r = dichotomies(net, x, layer="0", resolution=200, generator=g)
         >>> 1 <= r.n_dichotomies <= r.max_dichotomies, tuple(r.labellings.shape)
         (True, (200, 15))
     """
@@ -148,15 +151,15 @@ def dichotomies(
         raise invalid(where, f"a layer {layer!r} with nonzero weights (the circle's radius)",
                       "all-zero weights", "initialize the layer before sweeping it")
     direction = _orthogonal_direction(w0, generator)
-    t = torch.arange(n_steps, dtype=torch.float64) * (2 * math.pi / n_steps)
-    chunk = chunk_size or max(1, min(n_steps, MAX_BATCHED_ELEMENTS // w0.numel()))
+    t = torch.arange(resolution, dtype=torch.float64) * (2 * math.pi / resolution)
+    chunk = chunk_size or max(1, min(resolution, MAX_BATCHED_ELEMENTS // w0.numel()))
     labels, width = [], 1
-    with adapter.active(data=inputs):
-        x = adapter.prepare_raw(adapter.collect(inputs).inputs)
+    with adapter.active(data=data):
+        x = adapter.prepare_raw(adapter.collect(data).inputs)
         with torch.no_grad():
             adapter(x)  # inputs the model cannot take fail here, with the shapes said
         vectorize = Vectorizer(adapter.note)
-        for start in range(0, n_steps, chunk):
+        for start in range(0, resolution, chunk):
             tc = t[start:start + chunk].reshape(-1, *([1] * w0.dim()))
             weights = (torch.cos(tc) * w0 + torch.sin(tc) * direction).to(weight)
             y = forward_with_weights(adapter, vectorize, name, weights, x)
@@ -167,10 +170,10 @@ def dichotomies(
     flips = int((labellings != labellings.roll(1, dims=0)).sum())
     return DichotomiesResult(
         n_dichotomies=int(torch.unique(labellings, dim=0).shape[0]), layer=layer,
-        n_samples=len(x), n_steps=n_steps, labelling="sign" if width == 1 else "argmax",
-        n_classes=n_classes, max_dichotomies=min(n_steps, n_classes ** len(x)),
+        n_samples=len(x), n_steps=resolution, labelling="sign" if width == 1 else "argmax",
+        n_classes=n_classes, max_dichotomies=min(resolution, n_classes ** len(x)),
         label_flips=flips, weight_norm=radius,
-        settings={"n_steps": n_steps, "chunk_size": chunk,
+        settings={"resolution": resolution, "chunk_size": chunk,
                   "trajectory": "great circle W(t) = cos(t) W0 + sin(t) W1, t in [0, 2 pi)"},
         mode=adapter.mode, labellings=labellings, direction=direction.to(weight.dtype).cpu())
 

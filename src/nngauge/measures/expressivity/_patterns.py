@@ -15,10 +15,11 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.patterns import PatternHasher, activation_sites, site_codes
 from nngauge._results import Result
+from nngauge._vocabulary import renamed
 
 
 @dataclass(frozen=True)
@@ -58,32 +59,34 @@ class ActivationPatternsResult(Result):
     mode: MeasurementMode
 
 
+@renamed(inputs="data")
 @constrained()
 @torch.no_grad()
 def activation_patterns(
     model: nn.Module,
-    inputs: Any,
+    data: Any,
     *,
     layers: Optional[Sequence[str]] = None,
     batch_size: int = 4096,
     norm_mode: Optional[NormMode] = None,
     dropout: bool = False,
 ) -> ActivationPatternsResult:
-    """Distinct activation patterns of ``model`` over ``inputs`` (Raghu et al. 2017, sec. 2.1).
+    """Distinct activation patterns of ``model`` over ``data`` (Raghu et al. 2017, sec. 2.1).
 
-    A = #{distinct (region_u(x))_u : x in inputs}, with region_u(x) the linear region of
+    A = #{distinct (region_u(x))_u : x in data}, with region_u(x) the linear region of
     neuron u's activation at x (ReLU: off / on; hard tanh: -1 / linear / +1; the sign of the
     pre-activation for activations that are not piecewise linear), per layer and over all
     chosen layers together.
 
     Args:
         model: the network (batchnorm with running or frozen statistics: ``norm_mode``).
-        inputs: a tensor (n, ...), numpy array, (inputs, labels) pair, Dataset or DataLoader.
+        data: the inputs: a tensor (n, ...), numpy array, (inputs, labels) pair, Dataset or
+            DataLoader.
         layers: activation module or site names (default: every activation site, in call
             order; a module called k times per forward pass gives k sites).
         batch_size: inputs per forward pass.
         norm_mode: batchnorm's statistics: "eval" (running), "frozen" (computed on
-            ``inputs``, then fixed), None (as found; "train" is refused: a point's pattern
+            ``data``, then fixed), None (as found; "train" is refused: a point's pattern
             would depend on its batch).
         dropout: keep dropout on (default off).
 
@@ -103,12 +106,12 @@ def activation_patterns(
                            where="activation_patterns()")
     hasher = PatternHasher()
     n_inputs = 0
-    with adapter.active(data=inputs):
+    with adapter.active(data=data):
         adapter.require_independent_samples()
-        sites, chosen = activation_sites(adapter, adapter.collect(inputs, 2).inputs, layers)
+        sites, chosen = activation_sites(adapter, adapter.collect(data, 2).inputs, layers)
         hashes: list[list[torch.Tensor]] = [[] for _ in chosen]
         units = [0] * len(chosen)
-        for batch in adapter.batches(inputs, batch_size=batch_size):
+        for batch in adapter.batches(data, batch_size=batch_size):
             x = adapter.measured(batch.inputs)
             for i, code in enumerate(site_codes(adapter, sites, chosen, x, batch.inputs)):
                 units[i] = code.shape[1]

@@ -244,7 +244,7 @@ def theory_overlay(model: nn.Module, names: Sequence[str]) -> Optional[dict]:
         return None
     sigma_w, sigma_b = config.sigma_w * config.scale, config.bias_std * config.scale
     bound = trajectory_growth_bound(config.width, config.depth - 1, sigma_w=sigma_w,
-                                    sigma_b=sigma_b, activation=activation.name)
+                                    sigma_b=sigma_b, act=activation.name)
     acts = [f"layers.{i}.act" for i in range(config.depth - 1)]
     return {
         "activation": activation.name, "width": config.width, "sigma_w": sigma_w,

@@ -43,8 +43,9 @@ from nngauge._internal.spectral import (
     circular_conv_singular_values,
     power_iteration,
 )
-from nngauge.errors import invalid
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._vocabulary import renamed
+from nngauge.errors import invalid
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
@@ -262,13 +263,14 @@ class CapacityResult(Result):
                          "a capacity measure or a layer of this CapacityResult")
 
 
-@constrained(margin_percentile=Real(0, 100, high_open=True), bias=Flag())
+@renamed(margin_percentile="percentile")
+@constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
 def capacity(
     model: nn.Module,
     data: Any,
     labels: Any = None,
     *,
-    margin_percentile: float = 5,
+    percentile: float = 5,
     bias: bool = True,
     output: Any = None,
     batch_size: int = 1024,
@@ -277,7 +279,7 @@ def capacity(
     Lipschitz bounds, with the per-layer norm table.
 
     See the module docstring for the formulas. gamma is the epsilon-margin of
-    :func:`nngauge.margin` at ``margin_percentile``. The weight layers are every Linear / Conv
+    :func:`nngauge.margin` at ``percentile``. The weight layers are every Linear / Conv
     of the network's graph after batchnorm folding (appendix A; the user's model is not
     changed); the products run over all of them, also in residual networks (the paper derives
     its bounds for chains; ``notes`` says so). ``spectral`` and ``lipschitz_l2`` use each
@@ -287,10 +289,10 @@ def capacity(
     defined and make the path-based ones NaN, with the reason in ``undefined``.
 
     The paper measures trained networks. A network that misclassifies at least
-    ``margin_percentile`` percent of the data (any network at initialization, typically) has a
+    ``percentile`` percent of the data (any network at initialization, typically) has a
     margin gamma <= 0, over which no capacity is defined: the capacities are then NaN, each
     with the reason in ``undefined``, and a ``UserWarning`` says so and how to fix it (measure
-    the trained network, or pass a ``margin_percentile`` above its error rate). The norms,
+    the trained network, or pass a ``percentile`` above its error rate). The norms,
     which do not depend on the margin, are returned all the same.
 
     Args:
@@ -298,7 +300,7 @@ def capacity(
             Conv layers, piecewise-linear activations, pooling, eval batchnorm, residual
             additions and reshapes.
         data, labels: labelled data, as for :func:`nngauge.margin`.
-        margin_percentile: eps in percent (the paper: 5).
+        percentile: eps in percent, as :func:`nngauge.margin`'s (the paper: 5).
         bias: count bias paths in the path norms (see :func:`path_norm`).
         output: selector when the model returns a tuple/dict.
         batch_size: samples per forward pass.
@@ -323,13 +325,13 @@ def capacity(
         (True, True, True)
     """
     where = "capacity()"
-    if not 0 <= margin_percentile < 100:
-        raise invalid(where, "margin_percentile in [0, 100)", f"{margin_percentile!r}",
-                      "pass e.g. margin_percentile=5 (the paper)")
+    if not 0 <= percentile < 100:
+        raise invalid(where, "percentile in [0, 100)", f"{percentile!r}",
+                      "pass e.g. percentile=5 (the paper)")
     adapter = ModelAdapter(model, output=output, norm_mode="eval", where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     margins = margins_of(scores, targets)
-    gamma = epsilon_margin(margins, margin_percentile)
+    gamma = epsilon_margin(margins, percentile)
     input_shape = float_input_shape(data, where)
     graph = folded_graph(model, input_shape, where)
     layers = weight_layers(graph)
@@ -357,13 +359,13 @@ def capacity(
     log_gamma = math.log(gamma) if gamma > 0 else math.nan
     undefined = {name: reason for name in _PATH_MEASURES} if obstacles else {}
     if not gamma > 0:
-        why = _nonpositive_margin(gamma, margins, margin_percentile)
-        warnings.warn(f"{where}: {why}", UserWarning,
-                      stacklevel=3)  # the caller's line: 1 here, 2 the @constrained wrapper
+        why = _nonpositive_margin(gamma, margins, percentile)
+        warnings.warn(f"{where}: {why}", UserWarning,  # the caller's line: 1 here, 2 the
+                      stacklevel=4)  # @constrained wrapper, 3 the @renamed one
         undefined.update({name: "; ".join(filter(None, (undefined.get(name), why)))
                           for name in _MARGIN_MEASURES})
     return CapacityResult(
-        margin=gamma, margin_percentile=float(margin_percentile),
+        margin=gamma, margin_percentile=float(percentile),
         l2=measures[0].capacity, l1_path=measures[1].capacity, l2_path=measures[2].capacity,
         spectral=measures[3].capacity, measures=measures,
         l1_path_norm=_safe_exp(log_l1), l2_path_norm=_safe_exp(log_l2 / 2),
@@ -380,8 +382,8 @@ def _nonpositive_margin(gamma: float, margins: np.ndarray, percentile: float) ->
     wrong = float(np.mean(margins <= 0))
     fix = "measure the trained network (the paper's setting)"
     if wrong < 0.99:
-        fix += f", or pass margin_percentile above {100 * wrong:.3g}"
-    return (f"the margin at margin_percentile={percentile:g} is {gamma:.3g} <= 0: the network "
+        fix += f", or pass percentile above {100 * wrong:.3g}"
+    return (f"the margin at percentile={percentile:g} is {gamma:.3g} <= 0: the network "
             f"misclassifies {wrong:.0%} of the data (as an untrained network does), and a capacity over "
             f"a margin that is not positive is undefined (NaN); {fix}")
 

@@ -21,7 +21,7 @@ perturbations are evaluated in chunks with ``torch.func.vmap`` (a loop for modul
 batch) (``method="weights"``), or the same expectation is estimated by sampling the units'
 Gaussians (``method="local"``, module ``_local_noise``). The default loss is the mean
 cross-entropy (per position for sequence outputs) for integer labels, squared error for
-floating targets.
+floating targets (``loss="auto"``, as in every loss-based measure).
 """
 
 from __future__ import annotations
@@ -29,18 +29,18 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from nngauge._constraints import Choice, Integer, Maybe, Numbers, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._constraints import (CALLABLE, Choice, Integer, Maybe, Numbers, Real,
-                                           constrained)
-from nngauge._internal.losses import labelled_tensors, mean_loss, scalar_loss
+from nngauge._internal.losses import LOSS, Loss, labelled_tensors, scalar_loss, with_labels
+from nngauge._vocabulary import legacy_layout, renamed
 from nngauge.errors import invalid
 from nngauge.measures.generalization._local_noise import LocalNoise
 from nngauge._results import Result
@@ -50,7 +50,6 @@ Noise = Literal["relative", "isotropic"]
 PERTURBED = "sharpness perturbs the parameters"
 """Why the sharpness measures need parameters (said when a model has none)."""
 Method = Literal["auto", "weights", "local"]
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 BoundForm = Literal["eq5", "eq6"]
 
 
@@ -203,16 +202,46 @@ def pac_bayes_bound(train_loss: float, expected_sharpness: float, kl: float, m: 
     return train_loss + expected_sharpness + math.sqrt((kl + log_term) / m)
 
 
-@constrained(loss_fn=Maybe(CALLABLE), alpha=Real(0, low_open=True), steps=Integer(1),
+def _loss_first(args: tuple, kwargs: dict) -> bool:
+    """The old layout ``f(model, loss_fn, data, ...)``: a second positional argument that is
+    None or a callable (data never is)."""
+    return len(args) >= 2 and (args[1] is None or callable(args[1]))
+
+
+def _auto_if_none(loss_fn: Any) -> Any:
+    """None (the default loss) becomes loss="auto"; a callable passes as it is."""
+    return "auto" if loss_fn is None else loss_fn
+
+
+def _old_layout(name: str):
+    """The deprecated ``name(model, loss_fn, data, ...)`` layout of the sharpness family,
+    rewritten as ``name(model, data, ..., loss=loss_fn or "auto")``."""
+
+    def loss_as_keyword(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if "loss" in kwargs or "loss_fn" in kwargs:
+            raise invalid(f"{name}()", "the loss once", "a loss as the second positional "
+                          "argument and loss= (or loss_fn=)", f"call {name}(model, data, "
+                          "loss=...)")
+        return (args[0], *args[2:]), {**kwargs, "loss": _auto_if_none(args[1])}
+
+    return legacy_layout(f"{name}(model, loss_fn, data, ...)",
+                         f"{name}(model, data, labels=None, *, loss='auto', ...)",
+                         matches=_loss_first, translate=loss_as_keyword)
+
+
+@_old_layout("sharpness")
+@renamed(loss_fn=("loss", _auto_if_none), steps="n_iter")
+@constrained(loss=LOSS, alpha=Real(0, low_open=True), n_iter=Integer(1),
              lr=Real(0, low_open=True), momentum=Real(0, 1, high_open=True),
              eval_batch_size=Integer(1))
 def sharpness(
     model: nn.Module,
-    loss_fn: Optional[LossFn],
     data: Any,
+    labels: Any = None,
     *,
+    loss: Loss = "auto",
     alpha: float = 5e-4,
-    steps: int = 2000,
+    n_iter: int = 2000,
     lr: float = 0.01,
     momentum: float = 0.9,
     batch_size: int = 64,
@@ -223,52 +252,59 @@ def sharpness(
 ) -> SharpnessResult:
     """Keskar's sharpness zeta_alpha (eq. 4) by projected stochastic gradient ascent.
 
-    Starting from nu = 0, ``steps`` SGD steps with momentum *ascend* the loss of w + nu on
+    Starting from nu = 0, ``n_iter`` SGD steps with momentum *ascend* the loss of w + nu on
     random mini-batches; after each step nu is projected (clipped) into the box
     |nu_i| <= alpha (|w_i| + 1). The final nu is scored on the whole data. Defaults are the
     paper's appendix A settings.
 
     Args:
         model: the trained network; never modified.
-        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss (e.g. ``F.cross_entropy``);
-            None: mean cross-entropy (per position for sequence outputs) for integer labels,
-            squared error for floating targets.
-        data: ``(inputs, labels)`` (tensors/arrays), or a Dataset / DataLoader of pairs.
+        data: ``(inputs, labels)`` (tensors/arrays), inputs with ``labels=``, or a Dataset /
+            DataLoader of pairs.
+        labels: the labels when ``data`` holds the inputs only.
+        loss: "auto" (default: the mean cross-entropy for integer labels, per position for
+            sequence outputs; for floating targets the squared error summed over each
+            sample's entries and averaged over samples), "cross_entropy" (integer labels
+            only), "mse" (the mean over every entry; integer labels one-hot), or a callable
+            ``loss(outputs, labels)`` returning the batch's mean loss as one number (e.g.
+            ``F.cross_entropy``), with ``outputs`` the measured output tensor (``output=``).
+            The same rule in every measure: docs/api.md, "The loss".
         alpha: box size factor (paper: 5e-4).
-        steps, lr, momentum, batch_size: the ascent (paper: 2000, 0.01, 0.9, 64).
+        n_iter, lr, momentum, batch_size: the ascent's steps, step size, momentum and
+            mini-batch (paper: 2000, 0.01, 0.9, 64).
         eval_batch_size: points per forward pass when scoring the whole data.
         output: which output the loss reads for dict / tuple / ModelOutput outputs.
         norm_mode: batchnorm's statistics (default "eval": running); dropout is off.
-        generator: for the mini-batch draws (deterministic).
+        generator: for the mini-batch draws (deterministic): a torch.Generator or an int seed.
 
     Returns:
-        :class:`SharpnessResult`.
+        :class:`SharpnessResult` (its ``steps`` is ``n_iter``).
 
     Example:
         >>> import torch, torch.nn.functional as F
         >>> net = torch.nn.Linear(3, 2)
         >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
-        >>> r = sharpness(net, F.cross_entropy, (x, y), steps=20)
+        >>> r = sharpness(net, (x, y), loss=F.cross_entropy, n_iter=20)
         >>> r.max_loss >= r.loss and r.max_box_ratio <= 1.0
         True
     """
     where = "sharpness()"
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
-    loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
-        x, y = labelled_tensors(adapter, data)
+        x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)
         box = {n: alpha * (w.abs() + 1) for n, w in params.items()}
         nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
         optimizer = torch.optim.SGD(list(nu.values()), lr=lr, momentum=momentum, maximize=True)
         m = len(y)
-        for _ in range(steps):
+        for _ in range(n_iter):
             idx = torch.randint(m, (min(batch_size, m),), generator=generator)
             shifted = {n: params[n] + nu[n] for n in params}
             with adapter.perturbed():
-                loss = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
+                value = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
             optimizer.zero_grad()
-            loss.backward()
+            value.backward()
             optimizer.step()
             with torch.no_grad():
                 for n in nu:
@@ -282,21 +318,24 @@ def sharpness(
     ratio = max(float((final[n].abs() / box[n]).max()) for n in final)
     return SharpnessResult(
         sharpness=(top - base) / (1 + base), difference=top - base, loss=base, max_loss=top,
-        alpha=float(alpha), max_box_ratio=ratio, steps=steps, lr=float(lr),
+        alpha=float(alpha), max_box_ratio=ratio, steps=n_iter, lr=float(lr),
         momentum=float(momentum), batch_size=batch_size, n_samples=m, mode=adapter.mode,
         perturbation=final)
 
 
-@constrained(loss_fn=Maybe(CALLABLE), alpha=Real(0, low_open=True), n_samples=Integer(1),
+@_old_layout("expected_sharpness")
+@renamed(loss_fn=("loss", _auto_if_none), n_samples="n_probes")
+@constrained(loss=LOSS, alpha=Real(0, low_open=True), n_probes=Integer(1),
              noise=Choice.literal(Noise), sigma=Maybe(Real(0, low_open=True)),
              method=Choice.literal(Method))
 def expected_sharpness(
     model: nn.Module,
-    loss_fn: Optional[LossFn],
     data: Any,
+    labels: Any = None,
     *,
     alpha: float,
-    n_samples: int = 1000,
+    loss: Loss = "auto",
+    n_probes: int = 1000,
     batch_size: int = 64,
     noise: Noise = "relative",
     sigma: Optional[float] = None,
@@ -319,7 +358,7 @@ def expected_sharpness(
       chunks of ``chunk_size`` perturbations are evaluated by ``vmap`` over
       ``functional_call``, their noise drawn in parallel on ``torch.get_num_threads()``
       threads. Draw order: perturbation k has its own ``torch.Generator`` seeded with
-      ``perturbation_seeds(generator, n_samples)[k]``; from it, when batch_size < m,
+      ``perturbation_seeds(generator, n_probes)[k]``; from it, when batch_size < m,
       ``torch.randperm(m)[:batch_size]`` (its mini-batch), then for each parameter in
       ``named_parameters()`` order a standard normal tensor of the parameter's shape
       (``Tensor.normal_``; parameters on another device use a generator of that device with
@@ -339,12 +378,19 @@ def expected_sharpness(
     Args:
         model: the trained network; never modified (hooks are added for the duration of a
             "local" evaluation and removed).
-        loss_fn: ``loss_fn(outputs, labels)`` -> scalar mean loss over the batch; must work
-            under ``vmap`` (torch's functional losses do); None: the default of
-            :func:`sharpness`.
-        data: ``(inputs, labels)`` or a Dataset / DataLoader of pairs.
+        data: ``(inputs, labels)``, inputs with ``labels=``, or a Dataset / DataLoader of
+            pairs.
+        labels: the labels when ``data`` holds the inputs only.
         alpha: noise scale (> 0).
-        n_samples: number of perturbations (paper: 1000).
+        loss: "auto" (default: the mean cross-entropy for integer labels, per position for
+            sequence outputs; for floating targets the squared error summed over each
+            sample's entries and averaged over samples), "cross_entropy" (integer labels
+            only), "mse" (the mean over every entry; integer labels one-hot), or a callable
+            ``loss(outputs, labels)`` returning the batch's mean loss as one number, with
+            ``outputs`` the measured output tensor (``output=``); it runs under
+            ``torch.func.vmap`` (torch's functional losses do; no ``.item()``). The same rule
+            in every measure: docs/api.md, "The loss".
+        n_probes: number of weight perturbations, the estimator's random draws (paper: 1000).
         batch_size: points per perturbation (paper: 64).
         noise: "relative" or "isotropic".
         sigma: isotropic standard deviation (default ``alpha``).
@@ -354,16 +400,17 @@ def expected_sharpness(
             layer output of a chunk under 2**20 elements).
         output: which output the loss reads for dict / tuple / ModelOutput outputs.
         norm_mode: batchnorm's statistics (default "eval": running); dropout is off.
-        generator: for the noise and the batches (deterministic).
+        generator: for the noise and the batches (deterministic): a torch.Generator or an
+            int seed.
 
     Returns:
-        :class:`ExpectedSharpnessResult`.
+        :class:`ExpectedSharpnessResult` (its ``n_samples`` is ``n_probes``).
 
     Example:
         >>> import torch, torch.nn.functional as F
         >>> net = torch.nn.Linear(3, 2)
         >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
-        >>> r = expected_sharpness(net, F.cross_entropy, (x, y), alpha=0.01, n_samples=50)
+        >>> r = expected_sharpness(net, (x, y), alpha=0.01, loss=F.cross_entropy, n_probes=50)
         >>> r.kl > 0 and r.n_parameters == 8 and r.method == "local"
         True
     """
@@ -371,39 +418,43 @@ def expected_sharpness(
     if sigma is not None and noise != "isotropic":
         raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
                       "pass noise='isotropic' or drop sigma")
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     scale = alpha if noise == "relative" or sigma is None else sigma
     with adapter.active(data=data):
-        x, y = labelled_tensors(adapter, data)
+        x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)
         unit = unit_std(params, noise)
         ((losses, base, used),) = _noisy_losses(
-            adapter, loss_fn or mean_loss, x, y, params, unit, [scale], method=method,
-            n_samples=n_samples, batch_size=batch_size, chunk_size=chunk_size,
+            adapter, loss_fn, x, y, params, unit, [scale], method=method,
+            n_probes=n_probes, batch_size=batch_size, chunk_size=chunk_size,
             generator=generator)
     diff = losses - base
-    stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
+    stderr = float(diff.std(ddof=1) / math.sqrt(n_probes)) if n_probes > 1 else math.nan
     return ExpectedSharpnessResult(
         expected_sharpness=float(diff.mean()), stderr=stderr, expected_loss=float(losses.mean()),
         loss=float(base.mean()), kl=unit_kl(params, unit) / scale**2, alpha=float(alpha),
         noise=noise, sigma=float(scale) if noise == "isotropic" else None,
-        n_samples=n_samples, batch_size=min(batch_size, len(y)),
+        n_samples=n_probes, batch_size=min(batch_size, len(y)),
         n_parameters=sum(w.numel() for w in params.values()), method=used, mode=adapter.mode,
         perturbed_losses=losses)
 
 
-@constrained(loss_fn=Maybe(CALLABLE), alphas=Numbers(0, low_open=True),
-             delta=Real(0, 1, open=True), n_samples=Integer(1), noise=Choice.literal(Noise),
+@_old_layout("pac_bayes")
+@renamed(loss_fn=("loss", _auto_if_none), n_samples="n_probes")
+@constrained(loss=LOSS, alphas=Numbers(0, low_open=True),
+             delta=Real(0, 1, open=True), n_probes=Integer(1), noise=Choice.literal(Noise),
              form=Choice.literal(BoundForm), method=Choice.literal(Method),
              eval_batch_size=Integer(1))
 def pac_bayes(
     model: nn.Module,
-    loss_fn: Optional[LossFn],
     data: Any,
+    labels: Any = None,
     *,
     alphas: Sequence[float],
+    loss: Loss = "auto",
     delta: float = 0.05,
-    n_samples: int = 1000,
+    n_probes: int = 1000,
     batch_size: int = 64,
     noise: Noise = "relative",
     form: BoundForm = "eq5",
@@ -425,8 +476,13 @@ def pac_bayes(
 
     Args:
         alphas: the noise scales (> 0), one curve point each.
+        loss: "auto" (default), "cross_entropy", "mse" or a callable ``loss(outputs,
+            labels)`` returning the batch's mean loss as one number, run under
+            ``torch.func.vmap``: as :func:`expected_sharpness` (docs/api.md, "The loss").
         delta: confidence parameter in (0, 1).
-        Others: as :func:`expected_sharpness`.
+        eval_batch_size: points per forward pass when computing L(w) on all the data.
+        Others (data, labels, n_probes, batch_size, noise, method, chunk_size, output,
+        norm_mode, generator): as :func:`expected_sharpness`.
 
     Returns:
         :class:`PACBayesResult`.
@@ -435,29 +491,29 @@ def pac_bayes(
         >>> import torch, torch.nn.functional as F
         >>> net = torch.nn.Linear(3, 2)
         >>> x, y = torch.randn(32, 3), torch.randint(0, 2, (32,))
-        >>> r = pac_bayes(net, F.cross_entropy, (x, y), alphas=[0.01, 0.1], n_samples=20)
+        >>> r = pac_bayes(net, (x, y), alphas=[0.01, 0.1], loss=F.cross_entropy, n_probes=20)
         >>> r.points[0].kl > r.points[1].kl
         True
     """
     where = "pac_bayes()"
     alphas = [float(a) for a in alphas]
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
-    loss_fn = loss_fn or mean_loss
     with adapter.active(data=data):
-        x, y = labelled_tensors(adapter, data)
+        x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)
         with torch.no_grad():
             train_loss = _full_loss(adapter, loss_fn, params, x, y, eval_batch_size)
         unit = unit_std(params, noise)
         curve = _noisy_losses(adapter, loss_fn, x, y, params, unit, alphas, method=method,
-                              n_samples=n_samples, batch_size=batch_size,
+                              n_probes=n_probes, batch_size=batch_size,
                               chunk_size=chunk_size, generator=generator)
     m, kl = len(y), unit_kl(params, unit)
     points = []
     for alpha, (losses, base, used) in zip(alphas, curve):
         diff = losses - base
         sharp = float(diff.mean())
-        stderr = float(diff.std(ddof=1) / math.sqrt(n_samples)) if n_samples > 1 else math.nan
+        stderr = float(diff.std(ddof=1) / math.sqrt(n_probes)) if n_probes > 1 else math.nan
         points.append(PACBayesPoint(
             alpha=alpha, kl=kl / alpha**2, expected_sharpness=sharp, stderr=stderr,
             expected_loss=float(losses.mean()),
@@ -502,8 +558,8 @@ def perturbation_seeds(generator: Optional[torch.Generator], n: int) -> list[int
 
 
 def _noisy_losses(adapter: ModelAdapter, loss_fn, x, y, params, unit, scales, *, method,
-                  n_samples, batch_size, chunk_size, generator) -> list:
-    """(L_B(w + nu), L_B(w), method used) per noise scale, float64 arrays of n_samples each.
+                  n_probes, batch_size, chunk_size, generator) -> list:
+    """(L_B(w + nu), L_B(w), method used) per noise scale, float64 arrays of n_probes each.
 
     The noise stds are scale * ``unit``; the scales draw their seeds from ``generator`` in
     order (one :func:`perturbation_seeds` each). With the local estimator, the data-only
@@ -526,7 +582,7 @@ def _noisy_losses(adapter: ModelAdapter, loss_fn, x, y, params, unit, scales, *,
     curve = []
     with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool, adapter.perturbed():
         for scale in scales:
-            seeds = perturbation_seeds(generator, n_samples)
+            seeds = perturbation_seeds(generator, n_probes)
             if method == "weights" or blocker:
                 used = "weights"
                 losses, base = _perturbed_losses(

@@ -5,7 +5,7 @@ outputs, shrinkage paper eq. 2.2: rho_l(x_a, x_b) = y_l(x_a) . y_l(x_b) / (|y_l(
 outputs flattened per sample. Theorem 1 of that paper bounds the Jacobian norm from below
 through rho_max = max_l min_{a, b} rho_l(x_a, x_b): the largest, over layers, of the smallest
 pairwise correlation. The minimum over the data set can be pushed further by gradient descent
-on a pair of inputs with the network fixed (the paper's figure 2, green): ``search_steps``.
+on a pair of inputs with the network fixed (the paper's figure 2, green): ``n_iter``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._constraints import Integer, Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.probing import OUTPUT
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
 
@@ -78,16 +79,16 @@ class CorrelationResult(Result):
                              ylabel="mean correlation", ax=ax, reference=reference)
 
 
-@constrained(max_samples=Integer(2), search_steps=Integer(0),
-             search_lr=Real(0, low_open=True))
+@renamed(search_steps="n_iter", search_lr="lr")
+@constrained(max_samples=Integer(2), n_iter=Integer(0), lr=Real(0, low_open=True))
 def correlations(
     model: nn.Module,
     data: Any,
     *,
     layers: Optional[Sequence[str]] = None,
     max_samples: int = 500,
-    search_steps: int = 0,
-    search_lr: float = 0.01,
+    n_iter: int = 0,
+    lr: float = 0.01,
     output: Any = None,
     input_module: Optional[str] = None,
     norm_mode: Optional[NormMode] = None,
@@ -103,9 +104,10 @@ def correlations(
         layers: module or site names; default: every linear, conv, normalization and
             activation leaf, in forward order.
         max_samples: cap on the samples (the pairs grow quadratically).
-        search_steps: when > 0, for each layer run this many Adam steps on the least-correlated
-            data pair to lower its correlation at that layer (inputs kept at their norms).
-        search_lr: Adam learning rate for the search, relative to the input norm.
+        n_iter: the search's iterations: when > 0, for each layer run this many Adam steps on
+            the least-correlated data pair to lower its correlation at that layer (inputs kept
+            at their norms).
+        lr: Adam learning rate for the search, relative to the input norm.
         output, input_module, norm_mode, dropout, generator: how the model runs, as in
             :func:`nngauge.nlc` (correlations of measured inputs, e.g. embeddings).
 
@@ -140,9 +142,8 @@ def correlations(
                 skipped[name] = "not called by the forward pass"
                 continue
             row = _row(name, value)
-            if search_steps > 0 and name != "input":
-                row = _search(adapter, chosen, name, x, batch.inputs, row, search_steps,
-                              search_lr)
+            if n_iter > 0 and name != "input":
+                row = _search(adapter, chosen, name, x, batch.inputs, row, n_iter, lr)
             rows.append(row)
     layer_rows = rows[1:]
     searched = [r.searched_min for r in layer_rows if r.searched_min is not None]

@@ -14,20 +14,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 from torch import nn
 
+from nngauge._constraints import Integer, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
-from nngauge._constraints import CALLABLE, Integer, Maybe, constrained
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
-from nngauge._internal.losses import per_sample_loss
+from nngauge._internal.losses import LOSS, Loss, LossFn, resolve_loss, with_labels
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
-
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -54,12 +53,32 @@ class GradientMetrics(Result):
     mode: MeasurementMode
 
 
-@constrained(loss_fn=Maybe(CALLABLE), n_iter=Integer(1))
+def _mean_of_per_sample(loss_fn: Optional[LossFn]) -> Any:
+    """A loss_fn returning per-sample losses (b,) becomes the loss of their batch mean (None
+    becomes loss="auto")."""
+    if loss_fn is None:
+        return "auto"
+
+    def mean_loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        losses = loss_fn(outputs, labels)
+        if losses.shape != (len(outputs),):
+            raise invalid("gradient_metrics()", f"loss_fn returning per-sample losses of shape "
+                          f"({len(outputs)},)", f"shape {tuple(losses.shape)}",
+                          "use reduction='none' (and sum extra dimensions per sample), or "
+                          "pass loss= a loss returning the batch mean")
+        return losses.mean()
+
+    return mean_loss
+
+
+@renamed(loss_fn=("loss", _mean_of_per_sample))
+@constrained(loss=LOSS, n_iter=Integer(1))
 def gradient_metrics(
     model: nn.Module,
     data: Any,
+    labels: Any = None,
     *,
-    loss_fn: Optional[LossFn] = None,
+    loss: Loss = "auto",
     batch_size: int = 250,
     n_batches: Optional[int] = None,
     n_iter: int = 100,
@@ -71,12 +90,23 @@ def gradient_metrics(
 ) -> GradientMetrics:
     """Gradient size and Lipschitz estimate (NLC paper section 6), for comparison with the NLC.
 
+    The gradient of sample i's loss l_i with respect to its input is that of b L_B, L_B the
+    batch's mean loss (the samples of a batch do not interact, except through batch
+    statistics with ``norm_mode="train"``, whose coupling the gradient then includes).
+
     Args:
         model: any classifier or regressor.
-        data: ``(inputs, labels)`` or a Dataset/DataLoader yielding both.
-        loss_fn: ``loss_fn(outputs, labels)`` returning per-sample losses of shape (b,);
-            default: cross-entropy for integer labels (averaged over positions for sequence
-            outputs (b, ..., C) with labels (b, ...)), squared error for float targets.
+        data: ``(inputs, labels)``, inputs with ``labels=``, or a Dataset/DataLoader yielding
+            both.
+        labels: the labels when ``data`` holds the inputs only.
+        loss: "auto" (default: the cross-entropy for integer labels, averaged over positions
+            for sequence outputs (b, ..., C) with labels (b, ...); for floating targets the
+            squared error summed over each sample's entries), "cross_entropy" (integer labels
+            only), "mse" (the mean over every entry; integer labels one-hot), or a callable
+            ``loss(outputs, labels)`` returning the batch's mean loss as one number, with
+            ``outputs`` the measured output tensor (``output=``). The same rule in every
+            measure: docs/api.md, "The loss". (The deprecated ``loss_fn=`` returned
+            per-sample losses; it is turned into their mean.)
         batch_size, n_batches, output, input_module, norm_mode, dropout, generator: as in
             :func:`nngauge.nlc` (the gradient is taken with respect to the measured input).
         n_iter: Lanczos steps for the Jacobian operator norm.
@@ -85,6 +115,7 @@ def gradient_metrics(
         :class:`GradientMetrics`.
     """
     where = "gradient_metrics()"
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     sq_total, loss_total, lipschitz, n, d_in = 0.0, 0.0, 0.0, 0, 0
@@ -96,16 +127,13 @@ def gradient_metrics(
             x, y = step.x, step.outputs[OUTPUT]
             if step.labels is None:
                 raise invalid(where, "labels with the inputs (a loss needs them)", "inputs only",
-                              "pass (inputs, labels) or a Dataset of pairs")
-            losses = (per_sample_loss(y, step.labels, where=where) if loss_fn is None
-                      else loss_fn(y, step.labels.to(y.device)))
-            if losses.shape != (len(x),):
-                raise invalid(where, f"loss_fn returning per-sample losses of shape ({len(x)},)",
-                              f"shape {tuple(losses.shape)}",
-                              "use reduction='none' (and sum extra dimensions per sample)")
-            (grad,) = torch.autograd.grad(losses.sum(), x, retain_graph=True)
+                              "pass (inputs, labels), labels=, or a Dataset of pairs")
+            targets = step.labels.to(y.device)
+            loss_fn, _ = resolve_loss(loss, y, targets, where)
+            total = loss_fn(y, targets) * len(x)  # the sum of the samples' losses
+            (grad,) = torch.autograd.grad(total, x, retain_graph=True)
             sq_total += float(grad.detach().to(torch.float64).pow(2).sum())
-            loss_total += float(losses.detach().to(torch.float64).sum())
+            loss_total += float(total.detach().to(torch.float64))
             products = JacobianProducts(x, y, site_function(adapter, step, OUTPUT, []),
                                         adapter.note)
             sigma, _ = operator_norms(products, coupled=coupled, n_iter=n_iter, tol=1e-6,

@@ -43,7 +43,7 @@ from nngauge._internal.adapter import (MeasurementMode, ModelAdapter, NormMode,
 from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.jacobian import JacobianProducts
-from nngauge._internal.losses import check_class_labels
+from nngauge._internal.losses import check_class_labels, with_labels
 from nngauge._internal.probing import Moments, check_min_samples, gaussian_like
 from nngauge.errors import invalid
 from nngauge._results import Result
@@ -141,6 +141,7 @@ def linear_region_diameter(
 def error_preserving_perturbation(
     model: nn.Module,
     data: Any,
+    labels: Any = None,
     *,
     batch_size: int = 250,
     n_batches: int = 10,
@@ -157,13 +158,15 @@ def error_preserving_perturbation(
     Args:
         data: ``(inputs, labels)`` with integer class labels (a classifier's argmax output
             is compared with them; for sequence outputs (b, ..., C), labels (b, ...) and
-            every position is a point).
+            every position is a point), or the inputs with ``labels=``.
+        labels: the class labels when ``data`` holds the inputs only.
         Others: as :func:`linear_region_diameter` (paper: 10 batches x 10 directions).
 
     Returns:
         :class:`RegionSize` with ``base_error`` the mean error at X.
     """
     where = "error_preserving_perturbation()"
+    data = with_labels(data, labels, where)
     adapter = ModelAdapter(model, output=output, input_module=input_module,
                            norm_mode=norm_mode, dropout=dropout, where=where)
     values, base_errors = [], []
@@ -171,7 +174,8 @@ def error_preserving_perturbation(
                                           n_input_directions, k_max, generator, with_jvp=False):
         if labels is None:
             raise invalid(where, "(inputs, labels) with class labels", "inputs only",
-                          "pass the labels to compare the classification with")
+                          "pass the labels (labels= or data=(inputs, labels)) to compare the "
+                          "classification with")
         check_class_labels(fs[0], labels.to(fs[0].device), where)
         # (1+K, points): every position of a sequence output is a classified point
         correct = torch.stack([(f.argmax(-1).cpu() == labels.cpu()).reshape(-1) for f in fs])

@@ -16,14 +16,15 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
+from nngauge._constraints import Check, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode, batch_coupled
-from nngauge._constraints import NAME, constrained
 from nngauge._internal.probing import check_min_samples
+from nngauge._vocabulary import legacy_layout
 from nngauge.errors import invalid
 from nngauge.measures.propagation._correlations import cosine_matrix
 from nngauge._results import Result
@@ -77,18 +78,50 @@ class SkimResult(Result):
     mode: MeasurementMode
 
 
-@constrained(start=NAME, end=NAME)
-def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = None,
+BLOCK = Check(lambda v: isinstance(v, str) or (
+    isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(n, str) for n in v)),
+    "the block's first and last module names (start, end), or one module name",
+    (None, 3, ("0",), ("0", "1", "2")))
+"""The ``layers`` of :func:`skim`: the block it linearizes."""
+
+
+def _start_end_first(args: tuple, kwargs: dict) -> bool:
+    """The old layout ``skim(model, start, end, data)``: a module name where the data goes
+    (data is never a string), or ``start=`` / ``end=``."""
+    return (len(args) >= 2 and isinstance(args[1], str)) or "start" in kwargs or "end" in kwargs
+
+
+def _start_end_as_layers(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``skim(model, start, end, data, ...)`` as ``skim(model, data, layers=(start, end), ...)``."""
+    names = ("model", "start", "end", "data")
+    old = dict(zip(names, args))
+    rest = {k: v for k, v in kwargs.items() if k not in names}
+    old.update({k: v for k, v in kwargs.items() if k in names})
+    missing = [n for n in names if n not in old]
+    if missing:
+        raise TypeError(f"skim() missing {', '.join(missing)} of the old call "
+                        "skim(model, start, end, data)")
+    if "layers" in rest:
+        raise invalid("skim()", "the block once", "start and end with layers=",
+                      "call skim(model, data, layers=(start, end))")
+    return (old["model"], old["data"]), {**rest, "layers": (old["start"], old["end"])}
+
+
+@legacy_layout("skim(model, start, end, data)", "skim(model, data, *, layers=(start, end))",
+               matches=_start_end_first, translate=_start_end_as_layers)
+@constrained(layers=BLOCK)
+def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]], output: Any = None,
          norm_mode: Optional[NormMode] = None) -> SkimResult:
-    """Replace the children ``start``..``end`` of an ``nn.Sequential`` by their linearization
-    around the mean input to the block (shrinkage paper section 4.2).
+    """Replace a block of children of an ``nn.Sequential`` by their linearization around the
+    mean input to the block (shrinkage paper section 4.2).
 
     Args:
         model: a module containing an ``nn.Sequential`` (the model itself or nested) whose
             children ``start`` to ``end`` (inclusive) form the block.
-        start, end: module names as in ``model.named_modules()`` (e.g. ``"3"``, ``"body.7"``),
-            children of the same ``nn.Sequential``.
         data: inputs (any supported form); all of them give the mean input and the deviation.
+        layers: the block: ``(start, end)``, its first and last layers, module names as in
+            ``model.named_modules()`` (e.g. ``("3", "7")``, ``("body.3", "body.7")``),
+            children of the same ``nn.Sequential``; one name for a block of one layer.
         output: which output to compare for dict / tuple / ModelOutput outputs.
         norm_mode: batchnorm's statistics ("eval": running, "frozen": computed on the data,
             then fixed; "train" inside the block is refused). The skimmed copy keeps the
@@ -100,10 +133,11 @@ def skim(model: nn.Module, start: str, end: str, data: Any, *, output: Any = Non
     Example:
         >>> import torch
         >>> net = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(3)])
-        >>> skim(net, "0", "1", torch.randn(20, 4)).deviation < 1e-5  # affine blocks are exact
+        >>> skim(net, torch.randn(20, 4), layers=("0", "1")).deviation < 1e-5  # affine: exact
         True
     """
     where = "skim()"
+    start, end = (layers, layers) if isinstance(layers, str) else layers
     adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
     work = adapter.model
     parent, keys = _block(work, start, end, where)
@@ -158,7 +192,7 @@ def _block(model: nn.Module, start: str, end: str, where: str):
     modules = dict(model.named_modules())
     for name in (start, end):
         if not isinstance(name, str) or not name or name not in modules:
-            raise invalid(where, "start and end as names from model.named_modules()",
+            raise invalid(where, "layers=(start, end), names from model.named_modules()",
                           repr(name), f"use names such as {[n for n in modules if n][:12]}")
     parent_name, _, first = start.rpartition(".")
     end_parent, _, last = end.rpartition(".")
