@@ -78,10 +78,10 @@ def _sentence(function: Callable) -> str:
 
 
 def deprecated_names() -> str:
-    """The table of every deprecated keyword (``RENAMES``) and positional layout
-    (``LAYOUTS``), by public function."""
+    """The table of every deprecated keyword (``RENAMES``), positional layout (``LAYOUTS``)
+    and result attribute (``DEPRECATED_ATTRIBUTES``), by public function or class."""
     import_all()
-    from nngauge._vocabulary import LAYOUTS, REMOVED_IN, RENAMES
+    from nngauge._vocabulary import DEPRECATED_ATTRIBUTES, LAYOUTS, REMOVED_IN, RENAMES
 
     rows = []
     for rename in RENAMES:
@@ -91,7 +91,10 @@ def deprecated_names() -> str:
                      f"`{rename.new}=`{note}"))
     for layout in LAYOUTS:
         rows.append((public_name(layout.function), f"`{layout.old}`", f"`{layout.new}`"))
-    lines = [f"| function | deprecated (works until nngauge {REMOVED_IN}) | use |",
+    for attribute in DEPRECATED_ATTRIBUTES:
+        rows.append((public_name(attribute.owner), f"`.{attribute.old}`",
+                     f"`.{attribute.new}`"))
+    lines = [f"| function or result | deprecated (works until nngauge {REMOVED_IN}) | use |",
              "| --- | --- | --- |"]
     lines += [f"| `{function}` | {old} | {new} |" for function, old, new in sorted(rows)]
     return "\n".join(lines)

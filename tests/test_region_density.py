@@ -195,9 +195,9 @@ def test_random_points_and_data_points():
                              generator=gen(0))
     at_random = region_density(model, x, radius=0.5, n_directions=2, points="random",
                                generator=gen(0))
-    assert (on_data.points, on_data.n_points) == ("data", 50)
+    assert (on_data.points, on_data.n_samples) == ("data", 50)
     assert torch.equal(on_data.centers, x[:50])
-    assert (at_random.points, at_random.n_points) == ("random", 400)
+    assert (at_random.points, at_random.n_samples) == ("random", 400)
     centers = at_random.centers
     assert not torch.equal(centers, x)
     torch.testing.assert_close(centers.mean(0), x.mean(0), atol=0.4, rtol=0)
@@ -337,7 +337,7 @@ def test_result_frame_dict_and_plot():
     assert list(frame.columns) == ["name", "kind", "units", "transitions_per_length",
                                    "local_complexity", "local_complexity_std"]
     summary = res.to_dict()
-    assert summary["density"] == res.density and summary["n_points"] == 3
+    assert summary["density"] == res.density and summary["n_samples"] == 3
     assert not {"per_point", "regions", "centers", "directions"} & set(summary)
     ax = res.plot()
     assert len(ax.patches) == 3 and len(ax.figure.axes) == 2

@@ -79,7 +79,7 @@ def regions_section(ctx: Context) -> SectionOutput:
             ("linear regions per unit length", format_value(density.density)),
             ("boundaries crossed per unit length", format_value(_crossings(density))),
             ("segment half-length r", format_value(density.radius)),
-            ("segments", f"{density.n_points} points x {density.n_directions} directions"),
+            ("segments", f"{density.n_samples} points x {density.n_directions} directions"),
             (f"local complexity ({short('humayun')})", format_value(density.local_complexity)),
         )))
     bounds = _bounds_table(ctx, result)

@@ -46,7 +46,7 @@ from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
                                          functional_model, lanczos, slq)
 from nngauge._internal.losses import LOSS, Loss, labelled_batches, model_loss, with_labels
-from nngauge._vocabulary import renamed
+from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge._plots import new_axes
 from nngauge._results import Result
@@ -155,7 +155,8 @@ class HessianResult(Result):
         eigenvalues: the top-k eigenvalues, largest first.
         residuals: ||H u_i - lambda_i u_i|| of each Ritz pair (computed, not estimated).
         converged: every residual <= tol * max |Ritz value|.
-        lanczos_steps: Lanczos steps taken for the top-k (one product each).
+        n_iter: Lanczos steps taken for the top-k (one product each; ``lanczos_steps``: its
+            deprecated name).
         batch_eigenvalues_mean: the mean over data batches of each batch's own top-k
             eigenvalues (None with one batch or ``per_batch=False``).
         eigenvalues_ci: the 95% t-interval (low, high) of that mean, per eigenvalue.
@@ -186,7 +187,7 @@ class HessianResult(Result):
     eigenvalues: tuple[float, ...]
     residuals: tuple[float, ...]
     converged: bool
-    lanczos_steps: int
+    n_iter: int
     batch_eigenvalues_mean: Optional[tuple[float, ...]]
     eigenvalues_ci: Optional[tuple[tuple[float, float], ...]]
     trace: Optional[float]
@@ -218,6 +219,8 @@ class HessianResult(Result):
         for value in self.eigenvalues:
             ax.axvline(value, linestyle=":", color="gray")
         return ax
+
+    lanczos_steps = deprecated_attribute("n_iter")
 
 
 @renamed(lanczos_steps="n_iter")
@@ -379,7 +382,7 @@ def hessian(
     return HessianResult(
         eigenvalues=tuple(float(v) for v in top.values),
         residuals=tuple(float(r) for r in top.residuals), converged=top.converged,
-        lanczos_steps=top.steps, batch_eigenvalues_mean=mean, eigenvalues_ci=ci,
+        n_iter=top.steps, batch_eigenvalues_mean=mean, eigenvalues_ci=ci,
         trace=estimate.trace if estimate else None,
         trace_stderr=estimate.stderr if estimate else None,
         trace_method=estimate.method if estimate else None,

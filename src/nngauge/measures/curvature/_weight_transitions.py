@@ -33,7 +33,7 @@ from nngauge._internal.piecewise import (
     WeightLine,
     float64_copy,
 )
-from nngauge._vocabulary import renamed
+from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import BudgetExceededError, invalid
 from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
@@ -75,7 +75,7 @@ class WeightTransitionsResult(Result):
         per_sample: (samples,) pattern changes along the line for each sample.
         mean_per_sample: their mean.
         layers: one :class:`WeightTransitionLayer` per chosen site.
-        module: the name of the moved module.
+        layer: the name of the moved layer (``module``: its deprecated name).
         span: (t_min, t_max).
         near_coincident: crossings merged for lying within ``merge_tol`` of another.
         settings, mode: the options and how the model was run.
@@ -90,11 +90,13 @@ class WeightTransitionsResult(Result):
     per_sample: np.ndarray = field(repr=False, compare=False)
     mean_per_sample: float = 0.0
     layers: tuple[WeightTransitionLayer, ...] = ()
-    module: str = ""
+    layer: str = ""
     span: tuple[float, float] = (-1.0, 1.0)
     near_coincident: int = 0
     settings: dict = field(default_factory=dict)
     mode: Optional[MeasurementMode] = None
+
+    module = deprecated_attribute("layer")
 
 
 @renamed(module="layer")
@@ -201,7 +203,7 @@ def weight_transitions(
         mean_per_sample=float(per_sample.mean()) if len(per_sample) else 0.0,
         layers=tuple(WeightTransitionLayer(engine.sites[i].name, units[i], transitions[i])
                      for i in index),
-        module=layer, span=(t0, t1), near_coincident=near,
+        layer=layer, span=(t0, t1), near_coincident=near,
         settings={"layer": layer, "span": (t0, t1), "merge_tol": merge_tol,
                   "max_pieces": max_pieces},
         mode=adapter.mode)

@@ -38,7 +38,7 @@ from nngauge._internal.patterns import (
 )
 from nngauge._internal.piecewise import EngineReport, Intervals, PiecewiseEngine, float64_copy
 from nngauge._internal.sites import Site
-from nngauge._vocabulary import renamed
+from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
@@ -94,7 +94,7 @@ class RegionDensityResult(Result):
         layers: per-site rows (:class:`DensityLayer`), in call order.
         radius: r, the segments' half-length and the neighbourhood's radius.
         n_directions: segments per point.
-        n_points: points measured.
+        n_samples: points measured (``n_points``: its deprecated name).
         points: ``"data"`` or ``"random"``.
         method: ``"exact"`` or ``"sampled"``.
         settings: the options used.
@@ -122,7 +122,7 @@ class RegionDensityResult(Result):
     layers: tuple[DensityLayer, ...]
     radius: float
     n_directions: int
-    n_points: int
+    n_samples: int
     points: str
     method: str
     settings: dict
@@ -156,6 +156,8 @@ class RegionDensityResult(Result):
         ax.figure.legend(loc="upper right", fontsize=7)
         ax.figure.tight_layout()
         return ax
+
+    n_points = deprecated_attribute("n_samples")
 
 
 @renamed(n_points="max_samples")
@@ -333,7 +335,7 @@ def region_density(
         density=float(per_point.mean()), density_std=float(per_point.std()),
         per_point=per_point, regions=regions, local_complexity=float(totals.mean()),
         local_complexity_std=float(totals.std()), per_point_complexity=totals,
-        layers=rows, radius=float(radius), n_directions=n_directions, n_points=n, points=points,
+        layers=rows, radius=float(radius), n_directions=n_directions, n_samples=n, points=points,
         method=method, settings=settings, mode=adapter.mode,
         near_coincident=lines.near_coincident, n_evaluations=lines.n_evaluations,
         budget_exhausted=lines.budget_exhausted, centers=centers.cpu(),

@@ -29,7 +29,7 @@ from torch.func import functional_call
 from nngauge._constraints import NAME, Integer, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
 from nngauge._internal.batching import Vectorizer
-from nngauge._vocabulary import renamed
+from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge._results import Result
 
@@ -45,10 +45,10 @@ class DichotomiesResult(Result):
         n_dichotomies: number of distinct labellings (rows of ``labellings``) met.
         layer: the swept layer's module name.
         n_samples: s, the number of inputs labelled.
-        n_steps: weight settings on the circle.
+        resolution: weight settings on the circle (``n_steps``: its deprecated name).
         labelling: "sign" (one output: label = [f(x) > 0]) or "argmax" (several outputs).
         n_classes: 2 for "sign", the output width for "argmax".
-        max_dichotomies: min(n_steps, n_classes ** s), the most the sweep could find.
+        max_dichotomies: min(resolution, n_classes ** s), the most the sweep could find.
         label_flips: label changes between consecutive settings, summed over the inputs and
             around the closed circle.
         weight_norm: ||W0||_F, the radius of the circle.
@@ -61,7 +61,7 @@ class DichotomiesResult(Result):
     n_dichotomies: int
     layer: str
     n_samples: int
-    n_steps: int
+    resolution: int
     labelling: str
     n_classes: int
     max_dichotomies: int
@@ -84,6 +84,8 @@ class DichotomiesResult(Result):
         ax.set_ylabel("input")
         ax.set_title(f"{self.n_dichotomies} dichotomies")
         return ax
+
+    n_steps = deprecated_attribute("resolution")
 
 
 @renamed(inputs="data", n_steps="resolution")
@@ -170,7 +172,7 @@ def dichotomies(
     flips = int((labellings != labellings.roll(1, dims=0)).sum())
     return DichotomiesResult(
         n_dichotomies=int(torch.unique(labellings, dim=0).shape[0]), layer=layer,
-        n_samples=len(x), n_steps=resolution, labelling="sign" if width == 1 else "argmax",
+        n_samples=len(x), resolution=resolution, labelling="sign" if width == 1 else "argmax",
         n_classes=n_classes, max_dichotomies=min(resolution, n_classes ** len(x)),
         label_flips=flips, weight_norm=radius,
         settings={"resolution": resolution, "chunk_size": chunk,

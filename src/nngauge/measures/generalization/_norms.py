@@ -44,7 +44,7 @@ from nngauge._internal.spectral import (
     power_iteration,
 )
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._vocabulary import renamed
+from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
@@ -209,7 +209,7 @@ class CapacityResult(Result):
             Lipschitz capacities are NaN, ``undefined`` says why for each, and
             :func:`capacity` warns. The norms (path norms, Lipschitz bounds, the per-layer
             table) do not depend on the margin and stay defined.
-        margin_percentile: the percentile used.
+        percentile: the percentile used (``margin_percentile``: its deprecated name).
         l2, l1_path, l2_path, spectral: the four capacities with constants and widths.
         measures: the four as :class:`CapacityMeasure` rows (with and without constants).
         l1_path_norm, l2_path_norm: the path norms (with biases as set by ``bias``).
@@ -232,7 +232,7 @@ class CapacityResult(Result):
     _headline = "spectral"
 
     margin: float
-    margin_percentile: float
+    percentile: float
     l2: float
     l1_path: float
     l2_path: float
@@ -261,6 +261,8 @@ class CapacityResult(Result):
         """
         return row_named((*self.measures, *self.layers), name,
                          "a capacity measure or a layer of this CapacityResult")
+
+    margin_percentile = deprecated_attribute("percentile")
 
 
 @renamed(margin_percentile="percentile")
@@ -365,7 +367,7 @@ def capacity(
         undefined.update({name: "; ".join(filter(None, (undefined.get(name), why)))
                           for name in _MARGIN_MEASURES})
     return CapacityResult(
-        margin=gamma, margin_percentile=float(percentile),
+        margin=gamma, percentile=float(percentile),
         l2=measures[0].capacity, l1_path=measures[1].capacity, l2_path=measures[2].capacity,
         spectral=measures[3].capacity, measures=measures,
         l1_path_norm=_safe_exp(log_l1), l2_path_norm=_safe_exp(log_l2 / 2),

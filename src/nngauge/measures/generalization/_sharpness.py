@@ -64,7 +64,8 @@ class SharpnessResult(Result):
         max_loss: L(w + nu*) on the whole data, nu* the perturbation found by ascent.
         alpha: the box size factor.
         max_box_ratio: max_i |nu*_i| / (alpha (|w_i| + 1)), <= 1 (the box is never left).
-        steps, lr, momentum, batch_size: the ascent settings.
+        n_iter, lr, momentum, batch_size: the ascent settings (``steps``: the deprecated
+            name of ``n_iter``).
         n_samples: m, data points in L.
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
         perturbation: nu* by parameter name (not in to_dict).
@@ -78,13 +79,15 @@ class SharpnessResult(Result):
     max_loss: float
     alpha: float
     max_box_ratio: float
-    steps: int
+    n_iter: int
     lr: float
     momentum: float
     batch_size: int
     n_samples: int
     mode: MeasurementMode
     perturbation: dict = field(repr=False)
+
+    steps = deprecated_attribute("n_iter")
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ class ExpectedSharpnessResult(Result):
         alpha: the noise scale; noise: "relative" (sigma_i = alpha (10 |w_i| + 1)) or
             "isotropic" (sigma_i = sigma).
         sigma: the isotropic std (None for relative noise).
-        n_samples, batch_size: perturbations and points per perturbation.
+        n_probes, batch_size: perturbations and points per perturbation (``n_samples``: the
+            deprecated name of ``n_probes``).
         n_parameters: number of perturbed parameters.
         method: the estimator used, "weights" or "local" (see :func:`expected_sharpness`).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`).
@@ -120,12 +124,14 @@ class ExpectedSharpnessResult(Result):
     alpha: float
     noise: str
     sigma: Optional[float]
-    n_samples: int
+    n_probes: int
     batch_size: int
     n_parameters: int
     method: str
     mode: MeasurementMode
     perturbed_losses: np.ndarray = field(repr=False)
+
+    n_samples = deprecated_attribute("n_probes")
 
 
 @dataclass(frozen=True)
@@ -318,7 +324,7 @@ def sharpness(
     ratio = max(float((final[n].abs() / box[n]).max()) for n in final)
     return SharpnessResult(
         sharpness=(top - base) / (1 + base), difference=top - base, loss=base, max_loss=top,
-        alpha=float(alpha), max_box_ratio=ratio, steps=n_iter, lr=float(lr),
+        alpha=float(alpha), max_box_ratio=ratio, n_iter=n_iter, lr=float(lr),
         momentum=float(momentum), batch_size=batch_size, n_samples=m, mode=adapter.mode,
         perturbation=final)
 
@@ -435,7 +441,7 @@ def expected_sharpness(
         expected_sharpness=float(diff.mean()), stderr=stderr, expected_loss=float(losses.mean()),
         loss=float(base.mean()), kl=unit_kl(params, unit) / scale**2, alpha=float(alpha),
         noise=noise, sigma=float(scale) if noise == "isotropic" else None,
-        n_samples=n_probes, batch_size=min(batch_size, len(y)),
+        n_probes=n_probes, batch_size=min(batch_size, len(y)),
         n_parameters=sum(w.numel() for w in params.values()), method=used, mode=adapter.mode,
         perturbed_losses=losses)
 
