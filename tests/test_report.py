@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from nngauge import correlations, jacobian_norm, kernel_conditioning, nlc_profile
-from nngauge._internal.sources import load_data, load_model
 from nngauge.cli._app import main
+from nngauge.data._sources import load_data
 from nngauge.errors import NNGaugeError
 from nngauge.nn import mlp
+from nngauge.nn._sources import load_model
 from nngauge.report import NotApplicable, SectionBuilder, SectionOutput, build_report
 from nngauge.theory import critical_init
 from report_checks import assert_complete_real_network_report
