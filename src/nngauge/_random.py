@@ -20,17 +20,27 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional
 
 SEED_BOUND = 2**31 - 1
 """Seeds drawn from a generator lie in [0, SEED_BOUND): numpy's and torch's seeders take them."""
 
 
+def _int_seed(generator: Any) -> Optional[int]:
+    """``generator`` as a Python int when it is an integer (Python or numpy, not a bool: the
+    constraints accept numpy integers as seeds), else None."""
+    if isinstance(generator, numbers.Integral) and not isinstance(generator, bool):
+        return int(generator)
+    return None
+
+
 def seed_of(generator: Any) -> int:
     """An int seed: ``generator`` itself when it is an int, else one draw in [0, 2^31 - 1)
     from the ``torch.Generator`` (the draw reproductions have always used to seed numpy)."""
-    if isinstance(generator, int) and not isinstance(generator, bool):
-        return generator
+    seed = _int_seed(generator)
+    if seed is not None:
+        return seed
     import torch
 
     return int(torch.randint(0, SEED_BOUND, (1,), generator=generator))
@@ -39,10 +49,11 @@ def seed_of(generator: Any) -> int:
 def torch_generator(generator: Any) -> Optional[Any]:
     """A ``torch.Generator`` to draw from: as given, a fresh one seeded with an int, or None
     (torch's global generator)."""
-    if isinstance(generator, int) and not isinstance(generator, bool):
+    seed = _int_seed(generator)
+    if seed is not None:
         import torch
 
-        return torch.Generator().manual_seed(generator)
+        return torch.Generator().manual_seed(seed)
     return generator
 
 
