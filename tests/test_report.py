@@ -323,7 +323,7 @@ def test_regions_section_equals_the_functional_measures():
     from nngauge.zoo import ZOO, sample_inputs
 
     tokens = sample_inputs(ZOO["gpt_small"], 8)
-    embedded = _sections(build_report(ZOO["gpt_small"].build(seed=0), tokens,
+    embedded = _sections(build_report(ZOO["gpt_small"].build(generator=0), tokens,
                                       quick=True))["regions"]
     assert embedded.status == "ok" and embedded.output.result.method == "grid"
     assert any("output of 'wte'" in note for note in embedded.output.notes)
@@ -393,7 +393,7 @@ def test_report_on_real_networks_computes_or_skips_every_section(name):
     from nngauge.zoo import ZOO, sample_inputs, sample_labels
 
     entry = ZOO[name]
-    report = build_report(entry.build(seed=0), (sample_inputs(entry, 64),
+    report = build_report(entry.build(generator=0), (sample_inputs(entry, 64),
                                                 sample_labels(entry, 64)), quick=True)
     assert_complete_real_network_report(report, input_module=entry.input_module)
 
