@@ -25,10 +25,10 @@ from nngauge._internal.piecewise import (
     EngineReport,
     Intervals,
     PiecewiseEngine,
-    _linear_of_live_features,
     float64_copy,
     polyline_slices,
 )
+from nngauge._internal.piecewise.engine import _linear_of_live_features
 from nngauge.measures.expressivity._transitions import transitions
 from nngauge.zoo import ZOO, sample_inputs
 
