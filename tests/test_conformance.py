@@ -124,7 +124,7 @@ BATCH_INDEPENDENT = ["vit_small", "gpt_small", "bert_small", "lstm", "lstm_token
 def test_nlc_and_jacobian_norms_equal_the_full_jacobian(name):
     """NLC paper Definition 1 and the operator norm, from explicit per-sample Jacobians."""
     entry = ZOO[name]
-    model = entry.build(seed=0).eval()
+    model = entry.build(generator=0).eval()
     raw = sample_inputs(entry, 6)
     data = prepare(entry, model)
     x = model.get_submodule(entry.input_module)(raw).detach() if entry.input_module else raw
@@ -152,7 +152,7 @@ def test_empirical_ntk_equals_the_parameter_jacobian_gram(name):
     """The output NTK (exact over units, or Gaussian probes for the vocabulary) against
     J J^T / units from torch.func.jacrev over every parameter."""
     entry = ZOO[name]
-    model = entry.build(seed=0).eval().double()
+    model = entry.build(generator=0).eval().double()
     raw = sample_inputs(entry, 4)
     raw = raw.double() if raw.is_floating_point() else raw
     params = {k: v.detach() for k, v in model.named_parameters()}
@@ -178,7 +178,7 @@ def test_empirical_ntk_equals_the_parameter_jacobian_gram(name):
 @pytest.mark.parametrize("name", ["resnet_small", "gpt_small", "lstm_tokens", "vit_small"])
 def test_correlations_trajectory_and_margin_against_direct_computation(name):
     entry = ZOO[name]
-    model = entry.build(seed=0)
+    model = entry.build(generator=0)
     data = prepare(entry, model)
     result = correlations(model, data.x, norm_mode="eval")
     with torch.no_grad():
@@ -214,7 +214,7 @@ def _no_inplace(model):
 
 
 def test_per_layer_values_do_not_depend_on_inplace_activations():
-    model = ZOO["resnet_small"].build(seed=0)
+    model = ZOO["resnet_small"].build(generator=0)
     x = sample_inputs("resnet_small", 16)
     gen = torch.Generator
 
@@ -241,7 +241,7 @@ def _same_row(a, b):
 def test_bn_output_is_not_overwritten_by_the_inplace_relu_after_it():
     """The torchvision stem applies an in-place ReLU to bn1's output: bn1's row must show
     the batchnorm's output, not the ReLU's."""
-    model = ZOO["resnet_small"].build(seed=0).eval()
+    model = ZOO["resnet_small"].build(generator=0).eval()
     x = sample_inputs("resnet_small", 16)
     profile = nlc_profile(model, x, layers=["bn1", "relu"], batch_size=16,
                           generator=torch.Generator().manual_seed(0))
@@ -255,8 +255,8 @@ def test_bn_output_is_not_overwritten_by_the_inplace_relu_after_it():
 def test_a_module_called_twice_is_two_sites_in_every_measure():
     """torchvision's block calls one ReLU twice, timm's has act1 / act2: the same function,
     so every per-layer measure gives the same numbers under the two naming schemes."""
-    tv = ZOO["resnet_small"].build(seed=0)
-    timm = ZOO["resnet_small_timm"].build(seed=0)
+    tv = ZOO["resnet_small"].build(generator=0)
+    timm = ZOO["resnet_small_timm"].build(generator=0)
     x = sample_inputs("resnet_small", 16)
     rename = {"layer1.0.relu#1": "layer1.0.act1", "layer1.0.relu#2": "layer1.0.act2"}
 
@@ -282,15 +282,15 @@ def test_a_module_called_twice_is_two_sites_in_every_measure():
 
 
 def test_activations_are_recognised_by_behaviour_and_unknown_modules_listed():
-    net = ZOO["elementwise_zoo"].build(seed=0)
+    net = ZOO["elementwise_zoo"].build(generator=0)
     x = sample_inputs("elementwise_zoo", 32)
     patterns = activation_patterns(net, x)
     types = [type(net.get_submodule(r.name)).__name__ for r in patterns.layers]
     assert types == ["QuickGELU", "Hardswish", "Swish"]
-    convnext = ZOO["convnext_block"].build(seed=0)
+    convnext = ZOO["convnext_block"].build(generator=0)
     result = nlc(convnext, sample_inputs("convnext_block", 8), batch_size=8)
     assert any("LayerScale" in name for name in result.mode.unclassified)
-    gpt = ZOO["gpt_small"].build(seed=0)
+    gpt = ZOO["gpt_small"].build(generator=0)
     profile = nlc_profile(gpt, sample_inputs("gpt_small", 4), batch_size=4)
     kinds = {r.name for r in profile.layers}
     assert "h.0.mlp.act" in kinds and "h.0.mlp.c_fc" in kinds  # NewGELU, Conv1D found
@@ -325,7 +325,7 @@ def _identical(a, b) -> bool:
 
 
 def test_dropout_on_is_random_but_seeded():
-    model = ZOO["dropout_mlp"].build(seed=0)
+    model = ZOO["dropout_mlp"].build(generator=0)
     x = sample_inputs("dropout_mlp", 64)
     gen = torch.Generator
     a = nlc(model, x, dropout=True, generator=gen().manual_seed(3))
@@ -338,7 +338,7 @@ def test_dropout_on_is_random_but_seeded():
 
 
 def test_batch_statistics_refused_by_per_point_measures_with_the_option_that_fixes_it():
-    model = ZOO["resnet_small"].build(seed=0)
+    model = ZOO["resnet_small"].build(generator=0)
     x = sample_inputs("resnet_small", 8)
     with pytest.raises(NNGaugeError, match="norm_mode='frozen'.*--mode"):
         trajectory_length(model, line(x[0], x[1], 9))
@@ -347,7 +347,7 @@ def test_batch_statistics_refused_by_per_point_measures_with_the_option_that_fix
 
 
 def test_low_precision_models_are_measured_on_a_float32_copy():
-    model = ZOO["resnet_bfloat16"].build(seed=0)
+    model = ZOO["resnet_bfloat16"].build(generator=0)
     x = sample_inputs("resnet_bfloat16", 8)
     length = trajectory_length(model, line(x[0].float(), x[1].float(), 9), norm_mode="eval")
     assert length.lengths[0] == pytest.approx(float((x[1].float() - x[0].float()).norm()),

@@ -101,7 +101,7 @@ def test_zoo_folds_exactly_or_refuses(name):
     """Every zoo network either folds (no batchnorm left, the same eval-mode function in
     float64, parameters new tensors) or is refused with an NNGaugeError."""
     entry = ZOO[name]
-    net = entry.build(seed=0).double()
+    net = entry.build(generator=0).double()
     _randomize_norms(net, torch.Generator().manual_seed(0))
     try:
         folded = fold_batchnorm(net, input_shape=entry.input_shape)
@@ -119,14 +119,14 @@ def test_zoo_folds_exactly_or_refuses(name):
 def test_batchnorm_act_is_refused_not_dropped():
     """timm's BatchNormAct2d also applies Hardswish: folding it away would change the function
     (relative error 2.7e3 before this refusal existed)."""
-    net = ZOO["mobilenet_block"].build(seed=0)
+    net = ZOO["mobilenet_block"].build(generator=0)
     with pytest.raises(NNGaugeError, match=r"bn1 \(BatchNormAct2d\): a BatchNorm2d subclass "
                                            r"whose forward could not be traced.*activation"):
         fold_batchnorm(net, input_shape=(3, 16, 16))
 
 
 def test_resnet_block_names_kept():
-    net = ZOO["resnet_small"].build(seed=0)
+    net = ZOO["resnet_small"].build(generator=0)
     _randomize_norms(net, torch.Generator().manual_seed(1))
     folded = fold_batchnorm(net, input_shape=(3, 32, 32))
     names = dict(folded.named_modules())

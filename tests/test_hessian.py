@@ -394,7 +394,7 @@ def test_zoo_models_give_finite_values(name):
     from nngauge.zoo import ZOO, sample_inputs, sample_labels
 
     entry = ZOO[name]
-    model = entry.build(seed=0)
+    model = entry.build(generator=0)
     state = _state(model)
     x, y = sample_inputs(entry, 8), sample_labels(entry, 8)
     r = hessian(model, (x, y), top_k=2, batch_size=4, n_probes=6, n_iter=8,

@@ -81,8 +81,8 @@ def test_exact_equals_the_full_jacobian_norms_of_zoo_models(name, norm_mode, cro
     has no forward-mode derivative; behaviour-only activations) the output's exact norm and
     a hidden layer's equal those of the full Jacobians to 1e-10."""
     entry = ZOO[name]
-    model = entry.build(seed=0).double()
-    x = sample_inputs(entry, 2, seed=1).double()
+    model = entry.build(generator=0).double()
+    x = sample_inputs(entry, 2, generator=1).double()
     if crop is not None:
         x = x[..., :crop, :crop].contiguous()  # 48 inputs keep the reference cheap
     layers = linear_layers(model)[-1:]
@@ -150,7 +150,7 @@ def test_auto_picks_lanczos_on_an_image_network():
     """A 3 x 32 x 32 input (3,072 tangents) on a ResNet outweighs a few Lanczos steps per
     layer: "auto" runs Lanczos (steps counted, a positive error bound)."""
     entry = ZOO["resnet_small"]
-    model = entry.build(seed=0)
+    model = entry.build(generator=0)
     result = jacobian_norm(model, sample_inputs(entry, 2), norm_mode="eval", n_iter=2,
                            tol=1e-3, layers=linear_layers(model)[-1:])
     assert result.d_in == 3072

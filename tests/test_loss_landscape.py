@@ -333,7 +333,7 @@ def test_zoo_resnet_gives_finite_losses():
     from nngauge.zoo import ZOO, sample_inputs, sample_labels
 
     entry = ZOO["resnet_small"]
-    model = entry.build(seed=0)
+    model = entry.build(generator=0)
     state = _state(model)
     x, y = sample_inputs(entry, 16), sample_labels(entry, 16)
     for norm_mode in ("eval", "train"):

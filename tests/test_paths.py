@@ -196,7 +196,7 @@ def test_deep_network_does_not_overflow():
 
 
 def test_max_pooling_is_refused_naming_the_node():
-    net = resnet_small(width=4, seed=0)
+    net = resnet_small(width=4, generator=0)
     with pytest.raises(NNGaugeError, match=r"maxpool \(MaxPool2d\): max pooling selects one "
                                            r"path per window.*average pooling"):
         path_norm(net, 2, input_shape=(3, 16, 16))
@@ -204,7 +204,7 @@ def test_max_pooling_is_refused_naming_the_node():
 
 def test_capacity_of_a_max_pooling_resnet():
     """l2 and spectral capacities are defined; the path-based ones are NaN, with the reason."""
-    net = resnet_small(width=4, seed=0).eval()
+    net = resnet_small(width=4, generator=0).eval()
     x = torch.randn(12, 3, 16, 16, generator=torch.Generator().manual_seed(8))
     result = capacity(net, x, net(x).argmax(1))
     assert math.isfinite(result.l2) and math.isfinite(result.spectral)

@@ -25,10 +25,10 @@ from nngauge._internal.piecewise import (
     EngineReport,
     Intervals,
     PiecewiseEngine,
-    _linear_of_live_features,
     float64_copy,
     polyline_slices,
 )
+from nngauge._internal.piecewise.engine import _linear_of_live_features
 from nngauge.measures.expressivity._transitions import transitions
 from nngauge.zoo import ZOO, sample_inputs
 
@@ -303,10 +303,10 @@ def test_sites_are_named_per_call_and_kind():
 def resnet(name, seed=0):
     """A zoo ResNet with non-trivial batchnorm running statistics, in eval mode, float64."""
     entry = ZOO[name]
-    model = entry.build(seed=seed).double()
+    model = entry.build(generator=seed).double()
     with torch.no_grad():
         for i in range(3):
-            model(sample_inputs(entry, 16, seed=10 + i).double())
+            model(sample_inputs(entry, 16, generator=10 + i).double())
     return model.eval()
 
 
@@ -319,7 +319,7 @@ def test_zoo_resnet_matches_dense_scan():
     (next test), so one layout is scanned."""
     name = "resnet_small_timm"
     model = resnet(name)
-    x0, x1 = sample_inputs(name, 2, seed=1).double().unbind(0)
+    x0, x1 = sample_inputs(name, 2, generator=1).double().unbind(0)
     x1 = torch.lerp(x0, x1, 0.1)
     result, exact = assert_matches_dense(model, x0, x1, n=10_000, wide=False)
     assert result.n_pieces > 300 and result.layers[1].kind == "maxpool"
@@ -331,7 +331,7 @@ def test_torchvision_and_timm_layouts_give_the_same_transitions():
     """One ReLU module called twice per block (torchvision) or two modules (timm): the same
     function, so the same per-site transitions in the same order."""
     tv, timm = resnet("resnet_small"), resnet("resnet_small_timm")
-    x0, x1 = sample_inputs("resnet_small", 2, seed=2).double().unbind(0)
+    x0, x1 = sample_inputs("resnet_small", 2, generator=2).double().unbind(0)
     a, b = transitions(tv, x0, x1), transitions(timm, x0, x1)
     assert a.per_layer == b.per_layer and a.n_patterns == b.n_patterns
     assert [row.name for row in a.layers][2:4] == ["layer1.0.relu#1", "layer1.0.relu#2"]
@@ -378,7 +378,7 @@ def test_near_coincident_crossings_are_merged_and_counted():
 
 
 def test_refuses_what_it_cannot_follow_and_names_it():
-    gn = ZOO["groupnorm_cnn"].build(seed=0).double().eval()
+    gn = ZOO["groupnorm_cnn"].build(generator=0).double().eval()
     x0, x1 = sample_inputs("groupnorm_cnn", 2).double().unbind(0)
     with pytest.raises(NNGaugeError, match=r"1 \(GroupNorm\): GroupNorm is neither.*5 \("
                        r"GroupNorm\).*method='sampled'"):

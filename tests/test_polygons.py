@@ -90,14 +90,14 @@ def test_rounds_are_logarithmic_in_the_pieces():
     normal = torch.randn(64, 2, generator=gen, dtype=torch.float64)
     through = torch.rand(64, 2, generator=gen, dtype=torch.float64)
     lines = torch.cat([normal, -(normal * through).sum(1, keepdim=True)], 1)
-    import nngauge._internal.piecewise as engine
+    import nngauge._internal.piecewise.polygons as polygons
 
-    calls, halves = [], engine._halves
+    calls, halves = [], polygons._halves
     try:
-        engine._halves = lambda *args: calls.append(1) or halves(*args)
+        polygons._halves = lambda *args: calls.append(1) or halves(*args)
         cut = square().cut(reference_values(lines.tolist()), (0.0,), TOL)
     finally:
-        engine._halves = halves
+        polygons._halves = halves
     assert len(cut.pieces) > 1000 and len(calls) < 2 * math.log2(len(cut.pieces))
 
 

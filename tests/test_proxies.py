@@ -283,7 +283,7 @@ def test_every_proxy_leaves_a_batchnorm_network_as_it_was(name, dtype):
 
 @pytest.fixture(scope="module")
 def zoo_models():
-    return {name: ZOO[name].build(seed=0) for name in ("resnet_small", "lstm", "gpt_small")}
+    return {name: ZOO[name].build(generator=0) for name in ("resnet_small", "lstm", "gpt_small")}
 
 
 REFUSED = {("lstm", "naswot"), ("gpt_small", "naswot"), ("lstm", "te_nas_regions"),

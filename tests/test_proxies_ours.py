@@ -219,7 +219,7 @@ def test_every_predictor_runs_on_a_zoo_resnet():
     """On the zoo's torchvision-layout ResNet (batchnorm in train mode, a ReLU module called
     twice per block, in-place residual adds, a shortcut convolution) every predictor gives a
     finite positive float (rho_max: in [-1, 1]) and leaves the model as it was."""
-    model = resnet_small(width=4, seed=0)
+    model = resnet_small(width=4, generator=0)
     x = torch.randn(8, 3, 16, 16, generator=_seeded(9))
     before = _state(model)
     for name in OURS:

@@ -353,7 +353,7 @@ def test_torchvision_and_timm_resnets_give_the_same_partition():
     tv, timm = resnet("resnet_small"), resnet("resnet_small_timm")
     from nngauge.zoo import sample_inputs
 
-    x = sample_inputs("resnet_small", 3, seed=4).double()
+    x = sample_inputs("resnet_small", 3, generator=4).double()
     box = (0.0, 0.006, 0.0, 0.006)
     a, b = (regions(model, tuple(x), bounds=box) for model in (tv, timm))
     assert a.n_regions == b.n_regions > 20 and a.per_depth == b.per_depth
@@ -397,7 +397,7 @@ def test_grid_method_on_a_plane_of_embeddings_of_a_token_model():
     from nngauge.zoo import ZOO, sample_inputs
 
     entry = ZOO["gpt_small"]
-    model, tokens = entry.build(seed=0), sample_inputs(entry, 3, seed=0)
+    model, tokens = entry.build(generator=0), sample_inputs(entry, 3, generator=0)
     with torch.no_grad():
         embedded = model.get_submodule(entry.input_module)(tokens)
     p = plane(*embedded)

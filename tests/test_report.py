@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from nngauge import correlations, jacobian_norm, kernel_conditioning, nlc_profile
-from nngauge._internal.sources import load_data, load_model
 from nngauge.cli._app import main
+from nngauge.data._sources import load_data
 from nngauge.errors import NNGaugeError
 from nngauge.nn import mlp
+from nngauge.nn._sources import load_model
 from nngauge.report import NotApplicable, SectionBuilder, SectionOutput, build_report
 from nngauge.theory import critical_init
 from report_checks import assert_complete_real_network_report
@@ -322,7 +323,7 @@ def test_regions_section_equals_the_functional_measures():
     from nngauge.zoo import ZOO, sample_inputs
 
     tokens = sample_inputs(ZOO["gpt_small"], 8)
-    embedded = _sections(build_report(ZOO["gpt_small"].build(seed=0), tokens,
+    embedded = _sections(build_report(ZOO["gpt_small"].build(generator=0), tokens,
                                       quick=True))["regions"]
     assert embedded.status == "ok" and embedded.output.result.method == "grid"
     assert any("output of 'wte'" in note for note in embedded.output.notes)
@@ -392,7 +393,7 @@ def test_report_on_real_networks_computes_or_skips_every_section(name):
     from nngauge.zoo import ZOO, sample_inputs, sample_labels
 
     entry = ZOO[name]
-    report = build_report(entry.build(seed=0), (sample_inputs(entry, 64),
+    report = build_report(entry.build(generator=0), (sample_inputs(entry, 64),
                                                 sample_labels(entry, 64)), quick=True)
     assert_complete_real_network_report(report, input_module=entry.input_module)
 

@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from nngauge._internal.sources import load_data, load_model
+from nngauge.data._sources import load_data
 from nngauge.nn import mlp
+from nngauge.nn._sources import load_model
 from nngauge.report import SECTION_BUILDERS, build_report
 from nngauge.report import _verdicts as V
 from nngauge.report._context import Table

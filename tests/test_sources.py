@@ -1,13 +1,14 @@
-"""MODEL and DATA strings -> module and data (nngauge._internal.sources)."""
+"""MODEL and DATA strings -> module and data (nngauge.nn._sources, nngauge.data._sources)."""
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from nngauge._internal.sources import DataSource, load_data, load_model
+from nngauge.data._sources import DataSource, load_data
 from nngauge.errors import InvalidInputError, NNGaugeError, UnknownNameError
 from nngauge.nn import MLP, mlp
+from nngauge.nn._sources import load_model
 
 
 def _data(n=20, d=6, classes=3):

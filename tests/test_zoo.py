@@ -45,7 +45,7 @@ def logits_of(entry, out):
 def test_entry_builds_in_train_mode_and_runs_in_both_modes(name):
     entry = ZOO[name]
     assert entry.name == name
-    model = entry.build(seed=0)
+    model = entry.build(generator=0)
     assert isinstance(model, nn.Module)
     assert all(m.training for m in model.modules())
     x = sample_inputs(name, 4)
@@ -56,6 +56,68 @@ def test_entry_builds_in_train_mode_and_runs_in_both_modes(name):
         assert isinstance(logits, torch.Tensor)
         assert logits.shape == expected
         assert torch.isfinite(logits).all()
+
+
+SEED_7 = {
+    "resnet_small": (1399.6004978545816, 162.87208268688119, 8),
+    "resnet_small_timm": (1399.6004978545816, 162.87208268688119, 8),
+    "vit_small": (158.8858085202034, 162.87208268688119, 8),
+    "gpt_small": (157.6481633649123, 1562.0, 1562),
+    "bert_small": (94.37360887398603, 1562.0, 2),
+    "lstm": (1.6669403910636902, -9.219215391087346, 2),
+    "lstm_tokens": (15.404583399184048, 1111.0, 2),
+    "groupnorm_cnn": (52.38730175215278, 8.410122743080137, 8),
+    "mobilenet_block": (338.52723491539837, 8.410122743080137, 8),
+    "convnext_block": (131.21423772943513, 162.87208268688119, 8),
+    "dropout_mlp": (-3.1026267083507264, -9.219215391087346, 2),
+    "elementwise_zoo": (2.9901527939418884, -4.232900021597743, 2),
+    "mlp_float64": (-3.1026267083507264, -9.219215391087346, 2),
+    "resnet_bfloat16": (1399.7183482507244, 162.84664821624756, 8),
+}
+"""Per entry, at seed 7: the sum of the floating state, of 3 sample inputs and of 3 labels, as
+the builders and samplers gave them when they took ``seed=`` (before ``generator``)."""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_int_generator_gives_the_networks_and_inputs_the_same_seed_gave(name):
+    entry = ZOO[name]
+    state = entry.build(generator=7).state_dict().values()
+    weights = sum(float(t.double().sum()) for t in state if t.is_floating_point())
+    inputs = float(sample_inputs(entry, 3, generator=7).double().sum())
+    labels = int(sample_labels(entry, 3, generator=7).sum())
+    assert (weights, inputs, labels) == pytest.approx(SEED_7[name], rel=1e-12)
+
+
+def test_a_torch_generator_seeds_the_build_with_one_draw_and_the_samples_directly():
+    from nngauge._random import seed_of
+
+    a = resnet_small(width=4, generator=torch.Generator().manual_seed(5))
+    b = resnet_small(width=4, generator=seed_of(torch.Generator().manual_seed(5)))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    draws = torch.Generator().manual_seed(5)
+    expected = torch.randn(3, 40, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(sample_inputs("dropout_mlp", 3, generator=draws), expected)
+    assert not torch.equal(sample_inputs("dropout_mlp", 3, generator=draws), expected)
+
+
+@pytest.mark.parametrize("call", [
+    lambda **kw: ZOO["resnet_small"].build(**kw),
+    lambda **kw: ZOO["mlp_float64"].build(**kw),  # through _in_dtype: still one warning
+    lambda **kw: gpt(dim=16, depth=1, heads=2, **kw),
+    lambda **kw: sample_inputs("lstm", 3, **kw),
+    lambda **kw: sample_labels("gpt_small", 3, **kw),
+], ids=["build", "build-in-dtype", "gpt", "sample_inputs", "sample_labels"])
+def test_seed_still_works_with_one_warning_naming_generator(call):
+    with pytest.warns(DeprecationWarning) as caught:
+        old = call(seed=3)
+    assert len(caught) == 1 and "'generator'" in str(caught[0].message)
+    new = call(generator=3)
+    if isinstance(old, nn.Module):
+        assert all(torch.equal(p, q) for p, q in zip(old.parameters(), new.parameters()))
+    else:
+        assert torch.equal(old, new)
+    with pytest.raises(InvalidInputError, match="'generator' alone"):
+        call(seed=3, generator=3)
 
 
 def test_gpt_logits_per_position():
@@ -71,10 +133,10 @@ def test_gpt_logits_per_position():
 @pytest.mark.parametrize("name", NAMES)
 def test_sample_inputs_and_labels(name):
     entry = ZOO[name]
-    x = sample_inputs(entry, 5, seed=3)
+    x = sample_inputs(entry, 5, generator=3)
     assert x.shape == (5, *entry.input_shape)
-    assert torch.equal(x, sample_inputs(name, 5, seed=3))
-    assert not torch.equal(x, sample_inputs(name, 5, seed=4))
+    assert torch.equal(x, sample_inputs(name, 5, generator=3))
+    assert not torch.equal(x, sample_inputs(name, 5, generator=4))
     if entry.input_kind == "tokens":
         assert x.dtype == torch.int64
         assert 0 <= x.min() and x.max() < entry.vocab_size
@@ -86,7 +148,7 @@ def test_sample_inputs_and_labels(name):
         assert entry.input_kind == "float"
         assert x.dtype == entry.dtype == next(entry.build().parameters()).dtype
         assert entry.vocab_size is None and entry.input_module is None
-    y = sample_labels(entry, 50, seed=1)
+    y = sample_labels(entry, 50, generator=1)
     assert y.shape == (50, *entry.label_shape)
     assert y.dtype == torch.int64
     assert 0 <= y.min() and y.max() < entry.num_classes
@@ -104,9 +166,9 @@ def test_build_is_deterministic_and_keeps_the_global_rng(name):
     entry = ZOO[name]
     torch.manual_seed(1234)
     state = torch.get_rng_state()
-    a = entry.build(seed=0).state_dict()
-    b = entry.build(seed=0).state_dict()
-    c = entry.build(seed=1).state_dict()
+    a = entry.build(generator=0).state_dict()
+    b = entry.build(generator=0).state_dict()
+    c = entry.build(generator=1).state_dict()
     assert torch.equal(torch.get_rng_state(), state)
     assert a.keys() == b.keys() == c.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -322,7 +384,7 @@ def test_elementwise_activations():
     (lambda: resnet_small(width=0), "width an integer >= 1"),
     (lambda: bert(heads=2.0), "heads an integer >= 1"),
     (lambda: lstm_classifier(seq_len=0), "seq_len None or an integer >= 1"),
-    (lambda: elementwise_zoo_net(seed=-1), "seed an integer in"),
+    (lambda: elementwise_zoo_net(generator=-1), "generator a torch.Generator or an integer in"),
     (lambda: sample_inputs(3, 2), "entry_or_name a ZooEntry"),
     (lambda: sample_labels("lstm", -1), "n an integer >= 0"),
 ])
@@ -335,9 +397,10 @@ def test_numpy_integers_are_accepted_as_sizes_and_seeds():
     import numpy as np
 
     i = np.int64
-    a, b = resnet_small(i(5), width=i(4), seed=i(3)), resnet_small(5, width=4, seed=3)
+    a, b = resnet_small(i(5), width=i(4), generator=i(3)), resnet_small(5, width=4, generator=3)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert lstm_classifier(i(5), i(16), num_layers=i(1), seq_len=i(8))(torch.randn(2, 40)).shape \
         == (2, 3)
-    assert torch.equal(sample_inputs("lstm", i(2), seed=i(1)), sample_inputs("lstm", 2, seed=1))
-    assert sample_labels("lstm", i(3), seed=i(1)).shape == (3,)
+    assert torch.equal(sample_inputs("lstm", i(2), generator=i(1)),
+                       sample_inputs("lstm", 2, generator=1))
+    assert sample_labels("lstm", i(3), generator=i(1)).shape == (3,)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal, TypeVar
 
 import numpy as np
 
+from nngauge._numbers import is_finite
 from nngauge.errors import invalid
 
 F = TypeVar("F", bound=Callable)
@@ -56,11 +57,6 @@ class Constraint:
         """The accepted ``value`` as the function receives it (itself, unless the constraint
         reads one value several ways, as :class:`RandomSource` does)."""
         return value
-
-
-def _is_number(value: Any) -> bool:
-    """A real scalar: Python or numpy int / float, not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_integer(value: Any) -> bool:
@@ -110,7 +106,7 @@ class Real(Constraint):
         return self.open or self.low_open, self.open or self.high_open
 
     def accepts(self, value: Any) -> bool:
-        if not _is_number(value) or not math.isfinite(value):
+        if not is_finite(value):
             return False
         low_open, high_open = self._opens()
         if self.low is not None and (value < self.low or (low_open and value == self.low)):
@@ -350,7 +346,7 @@ class RandomSource(Constraint):
 def _finite_numbers(values: Any, low: float, low_open: bool) -> bool:
     items = list(values)
     return bool(items) and all(
-        _is_number(v) and math.isfinite(v) and (v > low if low_open else v >= low) for v in items)
+        is_finite(v) and (v > low if low_open else v >= low) for v in items)
 
 
 def Numbers(low: float = -math.inf, *, low_open: bool = False) -> Check:  # noqa: N802

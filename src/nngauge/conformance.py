@@ -117,7 +117,8 @@ class Inputs:
 
 def prepare(entry: ZooEntry, model: nn.Module, *, seed: int = 0) -> Inputs:
     """The inputs of a cell for ``model`` (built from ``entry``)."""
-    x, y = sample_inputs(entry, N_SAMPLES, seed=seed), sample_labels(entry, N_SAMPLES, seed=seed)
+    x = sample_inputs(entry, N_SAMPLES, generator=seed)
+    y = sample_labels(entry, N_SAMPLES, generator=seed)
     if entry.input_module is not None:
         with torch.no_grad():
             points = model.get_submodule(entry.input_module)(x[:2]).detach()
@@ -299,7 +300,7 @@ def same_state(a: dict, b: dict) -> bool:
 def run_cell(measure: str, model_name: str, *, seed: int = 0) -> tuple[Cell, Any]:
     """Run one cell on a fresh model; returns the :class:`Cell` and the result (or None)."""
     entry = ZOO[model_name]
-    model = entry.build(seed=seed)
+    model = entry.build(generator=seed)
     inputs = prepare(entry, model, seed=seed)
     before = model_state(model)
     start = time.perf_counter()

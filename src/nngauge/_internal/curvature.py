@@ -53,6 +53,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.func import functional_call, grad, jvp, vjp
 
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.lanczos import Lanczos, tridiagonal_eigh
 
 Kind = Literal["hessian", "ggn"]
 KINDS = ("hessian", "ggn")
@@ -327,36 +328,17 @@ class RitzPairs:
     converged: bool
 
 
-def _breakdown(dtype: torch.dtype) -> float:
-    """Relative size of the next Lanczos vector below which the Krylov space is invariant."""
-    return 100 * torch.finfo(dtype).eps
-
-
-def _orthogonalize(w: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
-    """w minus its projection on the rows of ``basis`` (classical Gram-Schmidt, twice)."""
-    for _ in range(2):
-        w = w - (basis @ w) @ basis
-    return w
-
-
-def _tridiagonal(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (ascending) and eigenvectors of the symmetric tridiagonal matrix with
-    diagonal ``alpha`` and off-diagonal ``beta``."""
-    return np.linalg.eigh(np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1))
-
-
 def lanczos(op: CurvatureOperator, k: int, steps: int, tol: float,
             generator: Optional[torch.Generator], *, vectors: bool = False) -> RitzPairs:
-    """The ``k`` largest eigenvalues of C by Lanczos with full reorthogonalization.
+    """The ``k`` largest eigenvalues of C by Lanczos with full reorthogonalization
+    (:class:`nngauge._internal.lanczos.Lanczos`).
 
-    From a Rademacher start q_1 / ||q_1||, step j takes w = C q_j, alpha_j = q_j^T w, removes
-    from w its projection on q_1..q_j (twice) and sets beta_j = ||w||, q_{j+1} = w / beta_j:
-    Q_m^T C Q_m = T_m, tridiagonal. The Ritz pairs (theta_i, Q_m y_i) of T_m have residuals
-    ||C Q_m y_i - theta_i Q_m y_i|| = beta_m |e_m^T y_i|; the run stops when the ``k`` largest
-    are <= tol * max_i |theta_i|, after ``steps`` steps, or when the Krylov space is the whole
-    space. When beta_j vanishes (an invariant subspace) the run restarts from a random vector
-    orthogonal to q_1..q_j. The start and restarts draw from ``generator``: the result is
-    deterministic given it.
+    From a Rademacher start q_1 / ||q_1||, m steps give T_m = Q_m^T C Q_m, whose Ritz pairs
+    (theta_i, Q_m y_i) have residuals beta_m |e_m^T y_i|; the run stops when the ``k``
+    largest are <= tol * max_i |theta_i|, after ``steps`` steps, or when the Krylov space is
+    the whole space. When the Krylov space is invariant before that, the run restarts from a
+    random vector orthogonal to q_1..q_j. The start and restarts draw from ``generator``: the
+    result is deterministic given it.
 
     Args:
         op: the operator.
@@ -371,34 +353,24 @@ def lanczos(op: CurvatureOperator, k: int, steps: int, tol: float,
         :class:`RitzPairs`.
     """
     n, m = op.dim, min(steps, op.dim)
-    basis = torch.zeros(m, n, dtype=op.dtype, device=op.device)
-    alpha, beta = np.zeros(m), np.zeros(m)
-    q = rademacher(1, n, op, generator)[0] / math.sqrt(n)
+    run = Lanczos(rademacher(1, n, op, generator) / math.sqrt(n), m)
     for j in range(m):
-        basis[j] = q
-        w = op.apply(q[None])[0]
-        alpha[j] = float(q.double() @ w.double())
-        w = _orthogonalize(w, basis[:j + 1])
-        beta[j] = float(w.norm())
-        values, ritz = _tridiagonal(alpha[:j + 1], beta[:j])
-        scale = float(np.abs(values).max())
-        if j + 1 == m or (j + 1 >= k and (beta[j] * np.abs(ritz[-1, -k:]) <= tol * scale).all()):
+        invariant = run.step(op.apply(run.q))
+        values, ritz = run.ritz()
+        top = ritz[:, :, -k:]
+        scale = float(values.abs().max())
+        if j + 1 == m or (j + 1 >= k and bool((run.residuals(top) <= tol * scale).all())):
             break
-        if beta[j] <= _breakdown(op.dtype) * scale:
-            beta[j] = 0.0
-            w = _orthogonalize(rademacher(1, n, op, generator)[0], basis[:j + 1])
-        q = w / w.norm()
-    steps_taken = j + 1
-    order = np.argsort(values)[::-1][:k]
-    residuals = beta[j] * np.abs(ritz[-1, order])
+        run.advance(rademacher(1, n, op, generator) if bool(invariant.any()) else None)
+    order = values[0].flip(0)[:k]
+    residuals = run.residuals(ritz.flip(2)[:, :, :k])[0].numpy()
     u = None
     if vectors:
-        y = torch.as_tensor(ritz[:, order].T.copy(), dtype=op.dtype, device=op.device)
-        u = _signed(torch.nn.functional.normalize(y @ basis[:steps_taken], dim=1))
-        theta = torch.as_tensor(values[order].copy(), dtype=op.dtype, device=op.device)
+        u = _signed(torch.nn.functional.normalize(run.vectors(ritz.flip(2)[:, :, :k])[0], dim=1))
+        theta = order.to(dtype=op.dtype, device=op.device)
         residuals = (op.apply(u) - theta[:, None] * u).norm(dim=1).double().cpu().numpy()
-    return RitzPairs(values=values[order].copy(), vectors=u, residuals=residuals,
-                     steps=steps_taken, converged=bool((residuals <= tol * scale).all()))
+    return RitzPairs(values=order.numpy().copy(), vectors=u, residuals=residuals,
+                     steps=run.steps, converged=bool((residuals <= tol * scale).all()))
 
 
 def _signed(u: torch.Tensor) -> torch.Tensor:
@@ -554,39 +526,31 @@ def slq(op: CurvatureOperator, n_probes: int, steps: int, generator: Optional[to
     nodes, weights = np.zeros((n_probes, m)), np.zeros((n_probes, m))
     chunk = max(1, BASIS_BUDGET // (m * n))
     for start in range(0, n_probes, chunk):
-        alpha, beta, lengths = _lanczos_chunk(op, probes[start:start + chunk], m)
-        for i, length in enumerate(lengths):
-            theta, y = _tridiagonal(alpha[i, :length], beta[i, :length - 1])
-            nodes[start + i, :length], weights[start + i, :length] = theta, y[0] ** 2
+        run = _lanczos_chunk(op, probes[start:start + chunk], m)
+        for i, length in enumerate(run.lengths.tolist()):
+            theta, y = tridiagonal_eigh(run.alpha[i:i + 1, :length], run.beta[i:i + 1, :length - 1])
+            nodes[start + i, :length] = theta[0].numpy()
+            weights[start + i, :length] = (y[0, 0] ** 2).numpy()
     return nodes, weights
 
 
-def _lanczos_chunk(op: CurvatureOperator, probes: torch.Tensor, m: int
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tridiagonals (alpha, beta) and lengths of m Lanczos steps from each unit probe."""
-    c = len(probes)
-    basis = torch.zeros(c, m, op.dim, dtype=op.dtype, device=op.device)
-    alpha, beta, scale = np.zeros((c, m)), np.zeros((c, m)), np.zeros(c)
-    lengths = np.full(c, m)
-    q = probes
+def _lanczos_chunk(op: CurvatureOperator, probes: torch.Tensor, m: int) -> Lanczos:
+    """m Lanczos steps from each unit probe, all in one vmapped product per step; a probe
+    whose Krylov space is invariant stops (no more products for it)."""
+    run = Lanczos(probes, m)
     for j in range(m):
-        live = np.flatnonzero(lengths > j)
-        if not len(live):
+        live = run.live.to(probes.device)
+        if not bool(live.any()):
             break
-        basis[live, j] = q[live]
-        w = op.apply(q[live])
-        alpha[live, j] = (q[live].double() * w.double()).sum(1).cpu().numpy()
-        for _ in range(2):
-            w = w - torch.einsum("cj,cjn->cn", torch.einsum("cjn,cn->cj", basis[live, :j + 1], w),
-                                 basis[live, :j + 1])
-        beta[live, j] = w.norm(dim=1).double().cpu().numpy()
-        scale[live] = np.maximum(scale[live], np.abs(alpha[live, j]) + beta[live, j])
-        stopped = beta[live, j] <= _breakdown(op.dtype) * scale[live]
-        lengths[live[stopped]] = j + 1
-        q = torch.zeros_like(q)
-        keep = ~stopped
-        q[live[keep]] = w[keep] / w[keep].norm(dim=1, keepdim=True)
-    return alpha, beta, lengths
+        if bool(live.all()):
+            w = op.apply(run.q)
+        else:
+            w = torch.zeros_like(run.q)
+            w[live] = op.apply(run.q[live])
+        run.step(w)
+        if j + 1 < m:
+            run.advance()
+    return run
 
 
 __all__ = ["BASIS_BUDGET", "CurvatureOperator", "KINDS", "Kind", "RETAIN_BUDGET", "RitzPairs",

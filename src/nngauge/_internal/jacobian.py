@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import mappable_batch_statistics
+from nngauge._internal.lanczos import Lanczos
 from nngauge._internal.probing import gaussian_like
 
 EXACT_CHUNK = 256
@@ -368,46 +369,20 @@ def operator_norm_estimate(products: JacobianProducts, *, coupled: bool, n_iter:
 
 def _lanczos_cycle(products: JacobianProducts, q: torch.Tensor, steps: int, tol: float
                    ) -> tuple[int, torch.Tensor, float, torch.Tensor]:
-    """At most ``steps`` Lanczos steps from the unit rows of q (rows, m): (steps taken, top
-    Ritz values (rows,) float64, largest relative bound, Ritz vectors (rows, m))."""
-    rows, size = q.shape
-    basis = q.new_zeros(steps, rows, size)
-    basis[0] = q
-    alphas: list[torch.Tensor] = []
-    betas: list[torch.Tensor] = []
+    """At most ``steps`` Lanczos steps on J^T J from the unit rows of q (rows, m): (steps
+    taken, top Ritz values (rows,) float64, largest relative bound, Ritz vectors (rows, m)).
+    A row whose Krylov space is invariant stops there (its Ritz value is exact)."""
+    run = Lanczos(q, steps)
     for step in range(1, steps + 1):
-        w = products.vjp(products.jvp(q.reshape(products.x.shape))).reshape(rows, -1)
-        alphas.append((q * w).sum(1))
-        stacked = basis[:step]  # (k, rows, m)
-        for _ in range(2):  # full reorthogonalization, twice is enough
-            w = w - torch.einsum("kr,krm->rm", torch.einsum("krm,rm->kr", stacked, w), stacked)
-        beta = w.norm(dim=1)
-        theta, y = _top_ritz(alphas, betas)
+        run.step(products.vjp(products.jvp(run.q.reshape(products.x.shape))).reshape(len(q), -1))
+        values, vectors = run.ritz()
+        theta, y = values[:, -1], vectors[:, :, -1:]
         scale = theta.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        residual = beta.to(torch.float64).cpu() * y[:, -1].abs()
-        error = float((residual / scale).max())
+        error = float((run.residuals(y)[:, 0] / scale).max())
         if error <= tol or step == steps:
             break
-        betas.append(beta)
-        exhausted = beta <= torch.finfo(w.dtype).eps * alphas[0].abs().clamp_min(1.0)
-        q = torch.where(exhausted[:, None], torch.zeros_like(w),
-                        w / beta.clamp_min(torch.finfo(w.dtype).tiny)[:, None])
-        basis[step] = q
-    ritz = torch.einsum("krm,rk->rm", stacked, y.to(stacked.dtype).to(stacked.device))
-    return step, theta, error, ritz
-
-
-def _top_ritz(alphas: list[torch.Tensor], betas: list[torch.Tensor]
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Largest eigenvalue (rows,) and its unit eigenvector (rows, k) of every sample's
-    tridiagonal T_k (diagonal ``alphas``, off-diagonal ``betas``), in float64 on the CPU."""
-    diagonal = torch.stack(alphas, 1).to(torch.float64).cpu()
-    t = torch.diag_embed(diagonal)
-    if betas:
-        off = torch.diag_embed(torch.stack(betas, 1).to(torch.float64).cpu(), offset=1)
-        t = t + off + off.transpose(1, 2)
-    values, vectors = torch.linalg.eigh(t)
-    return values[:, -1], vectors[:, :, -1]
+        run.advance()
+    return step, theta, error, run.vectors(y)[:, 0]
 
 
 def operator_norms(products: JacobianProducts, *, coupled: bool, n_iter: int, tol: float,

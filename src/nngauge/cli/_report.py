@@ -58,8 +58,9 @@ def report(
 
     Exit status: 0 when the page is written (whatever its verdicts), 2 on bad input, 130 on
     Ctrl-C (the sections finished so far are written, marked as interrupted)."""
-    from nngauge._internal.sources import load_data, load_model
+    from nngauge.data._sources import load_data
     from nngauge.errors import invalid
+    from nngauge.nn._sources import load_model
     from nngauge.report import SECTION_BUILDERS, ReportInterrupted, build_report
 
     if mode is not None and mode not in MODES:

@@ -40,6 +40,7 @@ from typing import Optional, Union
 import torch
 
 from nngauge._constraints import Either, Instance, Integer, constrained
+from nngauge._numbers import is_finite
 from nngauge.activations import Activation, modify, unit_scale
 from nngauge.activations import debias as _debias
 from nngauge.errors import UnknownNameError, invalid
@@ -289,12 +290,12 @@ OVERRIDE_CHECKS = {
     "debias": (lambda v: isinstance(v, bool), "True or False"),
     "init": (lambda v: v in ("orthogonal", "gaussian"), "'orthogonal' or 'gaussian'"),
     "norm": (lambda v: v in (None, "batch", "layer"), "None, 'batch' or 'layer'"),
-    "skip": (lambda v: v is None or _finite(v), "None or a finite strength"),
+    "skip": (lambda v: v is None or is_finite(v), "None or a finite strength"),
     "skip_start": (lambda v: v in ("linear", "norm"), "'linear' or 'norm'"),
-    "bias_std": (lambda v: _finite(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "dilation": (lambda v: _finite(v) and v != 0, "a finite nonzero number"),
-    "shift": (lambda v: _finite(v), "a finite number"),
-    "scale": (lambda v: _finite(v) and v > 0, "a positive number"),
+    "bias_std": (lambda v: is_finite(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "dilation": (lambda v: is_finite(v) and v != 0, "a finite nonzero number"),
+    "shift": (lambda v: is_finite(v), "a finite number"),
+    "scale": (lambda v: is_finite(v) and v > 0, "a positive number"),
 }
 """Override name -> (test, what it expects) of :func:`sample_description`."""
 
@@ -305,11 +306,6 @@ def _check_overrides(overrides: dict, where: str, checks: dict = OVERRIDE_CHECKS
         if not ok(value):
             raise invalid(where, f"override {name} {expected}", f"{name}={value!r}",
                           f"pass {name} as {expected}, or leave it to the sampler")
-
-
-def _finite(value) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 __all__ = ["ArchitectureDescription", "OVERRIDABLE", "count_parameters", "sample_architecture",

@@ -29,7 +29,6 @@ Choices where the paper is vague, documented:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import torch
@@ -37,6 +36,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from nngauge._constraints import constrained
+from nngauge._numbers import is_finite
 from nngauge.errors import invalid
 from nngauge.trajectories import polyline_length
 
@@ -75,8 +75,7 @@ class TrajectoryRegularization(nn.Module):
         super().__init__()
         where = "TrajectoryRegularization()"
         for name, value in (("weight", weight), ("init_scale", init_scale)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value)):
+            if not is_finite(value):
                 raise invalid(where, f"a finite number {name}", f"{name}={value!r}",
                               f"pass a float {name}")
         if weight < 0:

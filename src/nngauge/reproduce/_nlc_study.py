@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from nngauge._numbers import is_finite as finite  # the figure modules import it from here
 from nngauge.errors import NNGaugeError
 from nngauge.reproduce._base import Verdict, run_reproduction_study
 
@@ -154,12 +154,6 @@ def describe(config: dict) -> str:
     if config.get("scale", 1.0) != 1.0:
         parts.append(f"scale {config['scale']:g}")
     return ", ".join(parts)
-
-
-def finite(value) -> bool:
-    """A real number that is neither NaN nor infinite (None and flags are not)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
 
 
 def positive(value) -> bool:

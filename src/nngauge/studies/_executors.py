@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Optional, Union
 
+from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, NNGaugeError, require_extra
 from nngauge.studies._claims import DEFAULT_LEASE, Claims, clock_offset
 from nngauge.studies._db import DEFAULT_URL, finished_keys, open_db, register_study, write_unit
@@ -155,8 +156,7 @@ def _check_arguments(where, executor, address, workers, max_retries, lease) -> N
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise InvalidInputError(f"{where} expected max_retries an integer >= 0; got "
                                 f"{max_retries!r}. Fix: pass e.g. max_retries=2.")
-    if (isinstance(lease, bool) or not isinstance(lease, (int, float)) or not math.isfinite(lease)
-            or lease <= 0):
+    if not is_finite(lease) or lease <= 0:
         raise InvalidInputError(f"{where} expected lease a number of seconds > 0; got "
                                 f"{lease!r}. Fix: pass e.g. lease={DEFAULT_LEASE:g}.")
 

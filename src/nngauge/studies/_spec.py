@@ -43,12 +43,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
 
 MEASURES: dict[str, tuple[str, ...]] = {
@@ -411,7 +411,7 @@ def _auto_lr(training: _Table) -> tuple[float, int, float]:
                     "keep one of the two")
     factor, scale = training.get("lr_factor", 3.0), training.get("lr_scale", 1e-8)
     for key, value, least in (("lr_factor", factor, 1.0), ("lr_scale", scale, 0.0)):
-        if not _positive_number(value) or value <= least:
+        if not is_finite(value) or value <= least:
             raise _fail("training." + key, f"a finite number > {least:g}", value,
                         "the paper used lr_factor = 3 and lr_scale = 1e-8")
     return float(factor), training.integer("n_lrs", 40, least=1), float(scale)
@@ -430,18 +430,13 @@ def _lrs(training: _Table) -> tuple[float, ...]:
         factor = training.get("lr_factor", 3.0)
         n = training.integer("n_lrs", 40, least=1)
         for key, value, least in (("lr_start", start, 0.0), ("lr_factor", factor, 1.0)):
-            if not _positive_number(value) or value <= least:
+            if not is_finite(value) or value <= least:
                 raise _fail("training." + key, f"a finite number > {least:g}", value,
                             "the paper used factor 3 and 40 rates")
         return tuple(float(start) * float(factor) ** i for i in range(n))
     values = training.get("lrs", [0.1])
     if (not isinstance(values, list) or not values or len(set(values)) != len(values)
-            or not all(_positive_number(v) and v > 0 for v in values)):
+            or not all(is_finite(v) and v > 0 for v in values)):
         raise _fail("training.lrs", "a non-empty list of distinct positive learning rates",
                     values, "write lrs = [0.01, 0.03, 0.1]")
     return tuple(float(v) for v in values)
-
-
-def _positive_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))

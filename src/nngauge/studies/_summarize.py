@@ -27,6 +27,7 @@ from typing import Optional, Union
 
 from sqlalchemy import select
 
+from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, require_extra
 from nngauge._results import Result
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
@@ -92,7 +93,7 @@ class StudySummary(Result):
 
         ax = new_axes(ax)
         points = [p for p in self.points
-                  if _finite(p.get("nlc")) and p["nlc"] > 0 and _finite(p.get("test_error"))]
+                  if is_finite(p.get("nlc")) and p["nlc"] > 0 and is_finite(p.get("test_error"))]
         groups = (("high output bias", "tab:red", lambda p: p["high_bias"]),
                   ("skip connections", "tab:blue", lambda p: p["skip"] and not p["high_bias"]),
                   ("others", "black", lambda p: not p["skip"] and not p["high_bias"]))
@@ -176,7 +177,7 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     correlations = []
     for column in columns:
         pairs = [(p[column], p["test_error"]) for p in points.values()
-                 if _finite(p.get(column)) and _finite(p["test_error"])]
+                 if is_finite(p.get(column)) and is_finite(p["test_error"])]
         x, y = zip(*pairs) if pairs else ((), ())
         if len(pairs) >= 3 and len(set(x)) > 1 and len(set(y)) > 1:  # else undefined
             rho, rho_p = stats.spearmanr(x, y)
@@ -235,21 +236,17 @@ def _points(rows, values, skip) -> dict:
             p.update(lowest_train_error=train, lowest_train_error_lr=row["lr"],
                      lowest_train_error_index=row["lr_index"])
     for p in points.values():
-        p["high_bias"] = _finite(p.get("output_bias")) and p["output_bias"] > HIGH_BIAS
+        p["high_bias"] = is_finite(p.get("output_bias")) and p["output_bias"] > HIGH_BIAS
     return dict(sorted(points.items()))
 
 
 def _ideal_range(points: list[dict], top_fraction: float) -> Optional[tuple[float, float]]:
-    ranked = sorted((p for p in points if _finite(p.get("nlc")) and _finite(p["test_error"])),
+    ranked = sorted((p for p in points if is_finite(p.get("nlc")) and is_finite(p["test_error"])),
                     key=lambda p: p["test_error"])
     if not ranked:
         return None
     best = ranked[:max(1, math.ceil(top_fraction * len(ranked)))]
     return (min(p["nlc"] for p in best), max(p["nlc"] for p in best))
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _write_csv(path: Path, fields: list[str], rows) -> None:

@@ -120,8 +120,8 @@ def _unit(spec: StudySpec, kind: Kind, index: int, seed: int, lr: Optional[float
 def study_data(spec_data, seed: int):
     """(train, val, test) :class:`LabelledData` of the spec, split and preprocessed (cached
     per process: workers load it once)."""
-    from nngauge._internal.sources import load_data
     from nngauge.data import preprocess, split, standardize
+    from nngauge.data._sources import load_data
 
     source = load_data(spec_data.source, seed=seed, n=spec_data.n)
     if source.labels is None or source.labels.is_floating_point():

@@ -26,6 +26,7 @@ from nngauge._internal.adapter import ModelAdapter, batch_coupled, model_dtype_d
 from nngauge._internal.data import as_batches
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.losses import check_class_labels
+from nngauge._numbers import is_finite
 from nngauge.data._splits import LabelledData, as_labelled
 from nngauge.errors import invalid
 from nngauge._results import Result, plain
@@ -64,8 +65,7 @@ class StallSchedule:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise invalid(where, f"{name} an integer >= {least}", f"{name}={value!r}",
                               f"pass e.g. {name}={max(least, 5)}")
-        if not (isinstance(decay_factor, (int, float)) and math.isfinite(decay_factor)
-                and decay_factor > 1):
+        if not (is_finite(decay_factor) and decay_factor > 1):
             raise invalid(where, "decay_factor a finite number > 1", repr(decay_factor),
                           "pass decay_factor=3.0 (the paper's)")
         self.patience, self.decay_patience = patience, decay_patience

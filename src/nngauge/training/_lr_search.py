@@ -12,7 +12,6 @@ five smallest or five largest rates (:attr:`LRSearchResult.at_edge`).
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
@@ -22,6 +21,7 @@ from torch import nn
 from nngauge._constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer, Maybe,
                                           Real, constrained)
 from nngauge._internal.layers import layer_kind
+from nngauge._numbers import is_finite
 from nngauge.errors import invalid
 from nngauge._results import Result
 from nngauge.training._fit import (FitResult, OptimizerName, OptimizerSpec, _output_scale,
@@ -178,8 +178,7 @@ def lr_search(model: ModelSource, train: Any, val: Any, *, test: Any = None,
     if start is None:
         shared = {k: v for k, v in fit_options.items() if k in _SHARED_OPTIONS}
         start = smallest_lr(fresh(), train, scale=scale, **shared)
-    if isinstance(start, bool) or not (isinstance(start, (int, float)) and math.isfinite(start)
-                                       and start > 0):
+    if not (is_finite(start) and start > 0):
         raise invalid(where, "start a finite number > 0", repr(start),
                       "pass start=None for the paper's heuristic")
     rates, runs, best_model, stale = [], [], None, 0

@@ -1,0 +1,256 @@
+"""Turn the command line's MODEL string into a module (``nngauge report``, the study runner).
+
+MODEL is one of
+
+- ``path/to/file.py:function``: the function is called with no arguments and must return an
+  ``nn.Module``;
+- a saved module: TorchScript (``torch.jit.save``), a ``torch.export`` program (``.pt2``), or a
+  pickled ``nn.Module`` (``torch.save(model)``), the last only with ``trust_pickle=True``
+  because unpickling runs arbitrary code;
+- a built-in spec ``NAME[:key=value,...]``, e.g. ``mlp:depth=20,width=100,activation=relu``,
+  whose keys are the keyword arguments of the builder (``d_in`` / ``d_out`` default to the
+  data's width and number of classes: :class:`nngauge.data._sources.DataSource`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from nngauge.data._sources import DataSource, split_spec
+from nngauge.errors import NNGaugeError, UnknownNameError, invalid
+from nngauge.nn._mlp import mlp
+
+
+def load_model(spec: str, *, data: Optional[DataSource] = None, trust_pickle: bool = False,
+               seed: int = 0) -> nn.Module:
+    """Load MODEL: ``file.py:function``, a saved module, or a built-in spec.
+
+    Args:
+        spec: the MODEL string (module docstring).
+        data: the data, for the defaults of built-ins (``d_in``: its width, ``d_out``: its
+            number of classes, or 1 without labels).
+        trust_pickle: allow unpickling a full ``nn.Module`` (runs code from the file: only for
+            files you trust).
+        seed: seed of a built-in's random initialization.
+
+    Returns:
+        The ``nn.Module``.
+
+    Example:
+        >>> net = load_model("mlp:d_in=4,width=8,depth=3,d_out=2,activation=tanh")
+        >>> type(net).__name__, net.config.depth
+        ('MLP', 3)
+    """
+    where = "load_model()"
+    if not isinstance(spec, str) or not spec.strip():
+        raise invalid(where, "a MODEL string", repr(spec),
+                      "pass file.py:function, a saved .pt/.pt2 module or e.g. mlp:depth=10")
+    head = spec.split(":", 1)[0]
+    if head.endswith(".py"):
+        return _from_python(spec, where)
+    if Path(spec).suffix in (".pt", ".pth", ".pt2", ".ts"):
+        return _from_saved(Path(spec), trust_pickle, where)
+    if head in BUILTINS:
+        return _from_builtin(spec, data, seed, where)
+    raise UnknownNameError(
+        f"{where} expected file.py:function, a saved .pt/.pth/.pt2 module, or a built-in in "
+        f"{sorted(BUILTINS)}; got {spec!r}. Fix: e.g. 'mlp:depth=10,width=100,activation=relu'.")
+
+
+def _from_python(spec: str, where: str) -> nn.Module:
+    file, _, function = spec.partition(":")
+    path = Path(file)
+    if not function:
+        raise invalid(where, "path/to/file.py:function", repr(spec),
+                      "name the function that builds the model after a colon")
+    if not path.is_file():
+        raise invalid(where, "an existing model file", f"{file!r} (not found)", "check the path")
+    name = f"_nngauge_model_{abs(hash(path.resolve()))}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise NNGaugeError(f"{where}: importing {file!r} raised {type(exc).__name__}: {exc}. "
+                           "Fix: run the file with python to see the full traceback.") from exc
+    finally:
+        sys.modules.pop(name, None)
+    build = getattr(module, function, None)
+    if not callable(build):
+        found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                       and getattr(v, "__module__", None) == name)
+        raise invalid(where, f"a function {function!r} in {file!r}", f"callables {found}",
+                      "name one of them after the colon")
+    try:
+        model = build()
+    except Exception as exc:
+        raise NNGaugeError(f"{where}: {function}() in {file!r} raised {type(exc).__name__}: "
+                           f"{exc}. Fix: it is called with no arguments; make it build and "
+                           "return the model.") from exc
+    if not isinstance(model, nn.Module):
+        raise invalid(where, f"{function}() to return a torch.nn.Module",
+                      f"{type(model).__name__}", "return the model object")
+    return model
+
+
+def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:
+    if not path.is_file():
+        raise invalid(where, "an existing model file", f"{str(path)!r} (not found)",
+                      "check the path")
+    if path.suffix == ".pt2":
+        return _from_export(path, trust_pickle, where)
+    if _is_torchscript(path):
+        try:
+            return torch.jit.load(path, map_location="cpu")
+        except Exception as exc:
+            raise invalid(where, "a loadable TorchScript file", f"{path}: {exc}",
+                          "re-save it with torch.jit.save") from None
+    try:
+        loaded = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception:
+        if not trust_pickle:
+            raise invalid(where, "a TorchScript or torch.export file, or a pickled module "
+                          "explicitly trusted", f"{path}, a pickle that needs code to load",
+                          "pass --trust-pickle (trust_pickle=True) if you trust this file: "
+                          "unpickling runs arbitrary code") from None
+        try:
+            loaded = torch.load(path, weights_only=False, map_location="cpu")
+        except Exception as exc:
+            raise invalid(where, "a loadable torch.save file", f"{path}: {exc}",
+                          "load it in Python to see why") from None
+    if isinstance(loaded, nn.Module):
+        return loaded
+    raise invalid(where, "a saved nn.Module", f"{path} holding a {type(loaded).__name__} "
+                  "(weights without the architecture)" if isinstance(loaded, dict)
+                  else f"{path} holding a {type(loaded).__name__}",
+                  "write file.py with a function that builds the model and loads these "
+                  "weights, and pass file.py:function")
+
+
+class _Unpickling(Exception):
+    """Raised in place of a ``torch.load(..., weights_only=False)`` that was not trusted."""
+
+
+def _from_export(path: Path, trust_pickle: bool, where: str) -> nn.Module:
+    """A ``torch.export`` program. ``torch.export.load`` unpickles whatever the archive says
+    to (weights or constants marked ``use_pickle``, opaque objects, sample inputs that are not
+    plain tensors: code runs from the file); without ``trust_pickle`` those are found in the
+    archive's configs first, and any unpickling torch still attempts is stopped."""
+    refuse = ("pass --trust-pickle (trust_pickle=True) only if you trust this file "
+              "(unpickling runs code from it), or re-save it with torch.export.save from a "
+              "model whose weights are plain tensors")
+    expected = ("a torch.export program whose weights, constants and sample inputs load "
+                "without unpickling")
+    if not trust_pickle:
+        pickled = _pickled_export_payloads(path, where)
+        if pickled:
+            raise invalid(where, expected, f"{path} with pickled payloads {pickled[:4]}",
+                          refuse)
+    try:
+        with (contextlib.nullcontext() if trust_pickle else _no_unpickling()):
+            return torch.export.load(path).module()
+    except _Unpickling:
+        raise invalid(where, expected, f"{path}, whose sample inputs or constants need "
+                      "unpickling", refuse) from None
+    except Exception as exc:
+        raise invalid(where, "a torch.export program (.pt2)", f"{path}: {exc}",
+                      "save it with torch.export.save(torch.export.export(model, args), "
+                      "path)") from None
+
+
+def _pickled_export_payloads(path: Path, where: str) -> list[str]:
+    """Entries of a .pt2 archive's weight and constant configs that torch would unpickle:
+    marked ``use_pickle``, or constants that are not plain tensors (custom and opaque
+    objects)."""
+    from torch.export.pt2_archive.constants import TENSOR_CONSTANT_FILENAME_PREFIX
+
+    found = []
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for name in archive.namelist():
+                if not name.endswith("_config.json") or "/data/" not in name:
+                    continue
+                config = json.loads(archive.read(name)).get("config", {})
+                constants = "/data/constants/" in name
+                for key, meta in config.items():
+                    if meta.get("use_pickle") or (constants and not str(
+                            meta.get("path_name", "")).startswith(
+                                TENSOR_CONSTANT_FILENAME_PREFIX)):
+                        found.append(key)
+    except (zipfile.BadZipFile, ValueError, AttributeError) as exc:
+        raise invalid(where, "a torch.export program (.pt2, a zip archive)",
+                      f"{path}: {exc}", "save it with torch.export.save") from None
+    return found
+
+
+@contextlib.contextmanager
+def _no_unpickling():
+    """``torch.load`` refuses ``weights_only=False`` inside (torch.export.load falls back to
+    it for sample inputs that are not plain tensors)."""
+    original = torch.load
+
+    def guarded(*args, **kwargs):
+        if kwargs.get("weights_only") is False:
+            raise _Unpickling
+        return original(*args, **kwargs)
+
+    torch.load = guarded
+    try:
+        yield
+    finally:
+        torch.load = original
+
+
+def _is_torchscript(path: Path) -> bool:
+    """TorchScript archives (torch.jit.save) carry a ``constants.pkl`` and compiled ``code/``;
+    plain torch.save archives do not."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(name.endswith("/constants.pkl") for name in archive.namelist())
+
+
+def _build_mlp(options: dict, data: Optional[DataSource], seed: int) -> nn.Module:
+    if data is not None:
+        options.setdefault("d_in", data.width)
+        options.setdefault("d_out", data.n_classes or 1)
+    missing = [k for k in ("d_in", "width", "depth", "d_out") if k not in options]
+    defaults = {"width": 100, "depth": 10}
+    for key in missing:
+        if key not in defaults:
+            raise invalid("load_model()", f"{key} for the mlp (or data to take it from)",
+                          "neither", f"add {key}=... to the spec or pass --data")
+        options[key] = defaults[key]
+    return mlp(generator=torch.Generator().manual_seed(seed), **options)
+
+
+BUILTINS: dict[str, Callable] = {"mlp": _build_mlp}
+_BUILTIN_KEYS = {"mlp": ("d_in", "width", "depth", "d_out", "activation", "norm", "skip",
+                         "skip_start", "init", "sigma_w", "bias_std", "scale")}
+
+
+def _from_builtin(spec: str, data: Optional[DataSource], seed: int, where: str) -> nn.Module:
+    name, options = split_spec(spec, where)
+    valid = _BUILTIN_KEYS[name]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise UnknownNameError(f"{where} expected keys of {name} in {list(valid)}; got "
+                               f"{unknown}. Fix: use only the listed keys.")
+    try:
+        return BUILTINS[name](dict(options), data, seed)
+    except TypeError as exc:
+        raise invalid(where, f"values of the right type for {name}", str(exc),
+                      "check the spec") from None
+
+
+__all__ = ["BUILTINS", "load_model"]
