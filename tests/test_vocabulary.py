@@ -260,6 +260,25 @@ CASES: dict[tuple[str, str], Case] = {
 """One case per entry of RENAMES: (public function, old keyword) -> the call and both
 spellings. A rename without a case fails the tests below."""
 
+
+def _zoo_case(name: str) -> Case:
+    """A zoo function's ``seed`` -> ``generator``: the same network (its state dict), or the
+    same inputs and labels, from an int."""
+    from nngauge import zoo
+    from nngauge.zoo._registry import _in_dtype
+
+    if name in ("sample_inputs", "sample_labels"):
+        call = (lambda **kw: getattr(zoo, name)("resnet_small", 4, **kw))
+    elif name == "_registry._in_dtype":
+        call = (lambda **kw: _in_dtype(zoo.dropout_mlp, torch.float64, **kw).state_dict())
+    else:
+        call = (lambda **kw: getattr(zoo, name)(**kw).state_dict())
+    return Case(call, {"seed": 3}, {"generator": 3})
+
+
+CASES.update({(_public(r), r.old): _zoo_case(_public(r).removeprefix("nngauge.zoo."))
+              for r in RENAMES if _public(r).startswith("nngauge.zoo.")})
+
 LAYOUT_CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "nngauge.sharpness": (
         lambda: nngauge.sharpness(NET, F.cross_entropy, (X, Y), n_iter=3, **SMALL),
