@@ -4,10 +4,24 @@ trainable parameters, and the default loss.
 A proxy reads one batch: the first ``batch_size`` samples of ``data``, or, with a
 ``generator``, ``batch_size`` samples drawn at random from it (a DataLoader's first batch,
 of its own size). The model runs through
-:class:`~nngauge._internal.adapter.ModelAdapter` (output selection, ``input_module`` for token
-models, batchnorm as found unless ``norm_mode`` says otherwise, dropout off unless asked), and
-is left as it was found: modes, ``requires_grad`` flags, buffers, parameter values and ``.grad``
-(gradients are taken with ``torch.autograd.grad``, never accumulated into ``.grad``).
+:class:`~nngauge._internal.adapter.ModelAdapter` as the proxy's model options say (output
+selection, ``input_module`` for token models, batchnorm as found unless ``norm_mode`` says
+otherwise, dropout off unless asked), and is left as it was found: modes, ``requires_grad``
+flags, buffers, parameter values and ``.grad`` (gradients are taken with
+``torch.autograd.grad``, never accumulated into ``.grad``).
+
+A proxy is written as
+
+    @constrained()
+    @model_options("output", "input_module", "norm_mode", "dropout")
+    def snip(model, data, labels=None, *, batch_size=64, options: ModelOptions,
+             generator=None) -> float:
+        with proxy_batch(model, data, labels, options, where="snip()", batch_size=batch_size,
+                         generator=generator, need_labels=True) as (adapter, batch, names):
+            ...
+
+and documents the options it offers with the one phrase "output, input_module, norm_mode,
+dropout: how the model runs, as in :func:`nngauge.nlc`" (see :mod:`nngauge._internal.options`).
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 6
             regression targets, when ``data`` holds inputs only.
         batch_size: samples in the batch (the first ones, or drawn by ``generator``).
         output, input_module, norm_mode, dropout: how the model runs, as in
-            :func:`nngauge.nlc` (batchnorm as found by default).
+            :func:`nngauge.nlc`.
         generator: draws the batch (and dropout) when given.
 
     Returns:
