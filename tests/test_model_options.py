@@ -232,8 +232,10 @@ def test_the_decorator_places_the_keywords_and_refuses_misuse():
         "norm_mode: 'Optional[NormMode]' = 'eval')")
     assert measure(None) == ModelOptions(norm_mode="eval")
     assert measure(None, output="y", norm_mode=None) == ModelOptions(output="y")
-    with pytest.raises(TypeError, match="not model options"):
+    with pytest.raises(TypeError, match="offer each of"):
         model_options("precision")
+    with pytest.raises(TypeError, match="offer each of"):
+        model_options("output", after={"dropout": "batch_size"})
     with pytest.raises(TypeError, match="keyword-only parameter 'options'"):
         model_options("output")(lambda model: model)
     with pytest.raises(TypeError, match="declares \\['output'\\] itself"):

@@ -131,8 +131,8 @@ def model_options(*names: str, after: Optional[Mapping[str, str]] = None,
     unknown = ((set(offered) - set(KEYWORDS)) | (set(after) - set(offered))
                | (set(names) & set(defaults)))
     if unknown:
-        raise TypeError(f"model_options(): {sorted(unknown)} are not model options offered "
-                        f"once (of {KEYWORDS})")
+        raise TypeError(f"model_options(): {sorted(unknown)}: offer each of {KEYWORDS} at most "
+                        "once, and place with after= only offered ones")
     fixed = {name: getattr(plain, name) for name in KEYWORDS if name not in offered}
     types = {f.name: f.type for f in dataclasses.fields(ModelOptions)}
 
@@ -201,14 +201,14 @@ def _check_passed(options: Any, given: Mapping[str, Any], fixed: Mapping[str, An
                       f"options= and {', '.join(f'{name}=' for name in given)}",
                       "set them in the object: dataclasses.replace(options, "
                       f"{', '.join(f'{name}=...' for name in given)})")
-    set_ = {name: getattr(options, name) for name, default in fixed.items()
-            if getattr(options, name) != default}
-    if set_:
+    not_offered = {name: getattr(options, name) for name, default in fixed.items()
+                   if getattr(options, name) != default}
+    if not_offered:
         raise invalid(where, f"options= setting only the model options {where} offers "
                       f"({', '.join(offered) or 'none'})",
-                      ", ".join(f"{name}={value!r}" for name, value in set_.items()),
+                      ", ".join(f"{name}={value!r}" for name, value in not_offered.items()),
                       "reset them with dataclasses.replace(options, "
-                      f"{', '.join(f'{name}={fixed[name]!r}' for name in set_)})")
+                      f"{', '.join(f'{name}={fixed[name]!r}' for name in not_offered)})")
 
 
 __all__ = ["KEYWORDS", "ModelOptions", "check_output_selector", "model_options"]
