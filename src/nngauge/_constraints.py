@@ -411,7 +411,9 @@ parameter of that name is checked against it unless it declares its own."""
 def constrained(**constraints: Constraint) -> Callable[[F], F]:
     """Check the named arguments of the decorated function against ``constraints`` (and the
     :data:`SHARED` ones of its parameters) before it runs; the declarations are kept in
-    ``function.__constraints__``."""
+    ``function.__constraints__``. The keywords named in ``function.__internal_keywords__``
+    (the library's own, outside the signature: ``options`` of
+    :func:`nngauge._internal.options.model_options`) are passed on unchecked."""
 
     def decorate(function: F) -> F:
         signature = inspect.signature(function)
@@ -428,12 +430,17 @@ def constrained(**constraints: Constraint) -> Callable[[F], F]:
                          and c.normalized(signature.parameters[n].default)
                          is not signature.parameters[n].default}
 
+        # keywords the function takes beyond its signature (the library's own, such as the
+        # model options object of nngauge._internal.options): passed on, not checked
+        internal = tuple(getattr(function, "__internal_keywords__", ()))
+
         @functools.wraps(function)
         def checked(*args: Any, **kwargs: Any) -> Any:
+            passed_on = {name: kwargs.pop(name) for name in internal if name in kwargs}
             try:
                 bound = signature.bind(*args, **kwargs)
-            except TypeError:
-                return function(*args, **kwargs)  # Python's own message for a bad call
+            except TypeError:  # Python's own message for a bad call
+                return function(*args, **kwargs, **passed_on)
             changed = {}
             for name, value in bound.arguments.items():
                 constraint = constraints_.get(name)
@@ -449,9 +456,9 @@ def constrained(**constraints: Constraint) -> Callable[[F], F]:
             changed.update({n: c.normalized(signature.parameters[n].default)
                             for n, c in read_defaults.items() if n not in bound.arguments})
             if not changed:
-                return function(*args, **kwargs)
+                return function(*args, **kwargs, **passed_on)
             bound.arguments.update(changed)
-            return function(*bound.args, **bound.kwargs)
+            return function(*bound.args, **bound.kwargs, **passed_on)
 
         checked.__constraints__ = constraints_  # type: ignore[attr-defined]
         return checked  # type: ignore[return-value]

@@ -26,6 +26,9 @@ Tracker and the CLI:
   any fallback taken (forward-mode derivatives, loops instead of ``vmap``) and the leaf
   modules that could not be classified.
 
+The options arrive as one :class:`~nngauge._internal.options.ModelOptions` (built from a
+public function's keywords by :func:`~nngauge._internal.options.model_options`).
+
 The user's model is never changed: modes, ``requires_grad`` flags, buffers and parameters are
 restored on exit (also on error), and no hook survives.
 """
@@ -41,9 +44,10 @@ import torch
 from torch import nn
 from torch._C._functorch import is_functorch_wrapped_tensor
 
-from nngauge._constraints import NORM_MODES, NormMode  # noqa: F401  (re-exported)
+from nngauge._constraints import NormMode  # noqa: F401  (re-exported)
 from nngauge._internal.data import Batch, as_batches, collect
 from nngauge._internal.layers import preserved_state
+from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import Site, SiteKind, SiteRecorder, discover_sites, resolve_sites
 from nngauge._internal.sites import unclassified as unclassified_sites
 from nngauge.errors import invalid, rejected_inputs
@@ -101,15 +105,6 @@ def batch_coupled(model: nn.Module) -> bool:
     layer normalizing with batch statistics (train mode, or no running statistics)."""
     return any(isinstance(m, _BATCH_STATISTICS) and (m.training or not m.track_running_stats)
                for m in model.modules())
-
-
-def check_output_selector(output: Any, where: str) -> None:
-    """An ``output=`` selector is None, an int, a str or a callable."""
-    if output is None or callable(output) or (
-            isinstance(output, (int, str)) and not isinstance(output, bool)):
-        return
-    raise invalid(where, "output= None, a key (str), an index (int) or a callable",
-                  f"{type(output).__name__}", "pass e.g. output='logits' or output=0")
 
 
 def select_output(value: Any, selector: Any = None, *, where: str = "measure()"
@@ -218,48 +213,36 @@ class ModelAdapter:
 
     Args:
         model: the user's network (never modified).
-        output: output selector (None, key, index or callable).
-        input_module: name of the submodule whose output is the measured input, or None.
-        norm_mode: "train", "eval", "frozen" or None (batchnorm as found).
-        dropout: keep dropout and other train-time randomness on.
+        options: the :class:`~nngauge._internal.options.ModelOptions` (output selector,
+            input module, batchnorm mode, dropout, precision); checked here, with what only
+            the model can tell (``input_module`` naming one of its submodules). A model in a
+            less precise dtype than ``options.precision`` (float16, bfloat16, or float32 when
+            it is float64) is measured on an upcast copy, which :attr:`mode` says.
         where: the measure's name, for error messages.
-        precision: the least precise floating dtype the measure can resolve its quantity in
-            (default float32); a model in a less precise dtype (float16, bfloat16, or float32
-            when precision is float64) is measured on an upcast copy, which :attr:`mode` says.
     """
 
-    def __init__(self, model: nn.Module, *, output: Any = None,
-                 input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
-                 dropout: bool = False, where: str = "measure()",
-                 precision: torch.dtype = torch.float32) -> None:
+    def __init__(self, model: nn.Module, options: ModelOptions = ModelOptions(), *,
+                 where: str = "measure()") -> None:
         if not isinstance(model, nn.Module):
             raise invalid(where, "a torch.nn.Module", f"{type(model).__name__}",
                           "pass the network object (an nn.Module)")
-        check_output_selector(output, where)
-        if norm_mode is not None and norm_mode not in NORM_MODES:
-            raise invalid(where, f"norm_mode in {NORM_MODES} or None", f"norm_mode={norm_mode!r}",
-                          "use 'train' (batch statistics), 'eval' (running statistics) or "
-                          "'frozen' (statistics of the data, then fixed)")
-        if not isinstance(dropout, bool):
-            raise invalid(where, "dropout True or False", f"dropout={dropout!r}",
-                          "pass dropout=False (default) or True")
+        options.check(where)
+        input_module = options.input_module
         modules = dict(model.named_modules())
         if input_module is not None and (not isinstance(input_module, str)
                                          or input_module not in modules or not input_module):
             raise invalid(where, "input_module naming a submodule (model.named_modules())",
                           f"input_module={input_module!r}",
                           f"use one of {[n for n in modules if n][:20]}")
+        precision = options.precision
         self.user_model = model
         self.where = where
-        self.output = output
+        self.options = options
         self.input_module = input_module
-        self.norm_mode = norm_mode
-        self.dropout = dropout
         dtype, _ = model_dtype_device(model)
         below = dtype is not None and dtype.is_floating_point and (
             dtype in LOW_PRECISION or torch.finfo(dtype).eps > torch.finfo(precision).eps)
         self.upcast_from = dtype if below else None
-        self.precision = precision
         self.model = copy.deepcopy(model).to(precision) if below else model
         self.notes: list[str] = []
         self._output_how: Optional[str] = None
@@ -285,20 +268,20 @@ class ModelAdapter:
             for param in self.model.parameters():
                 param.requires_grad_(False)
             stack.enter_context(measurement_context())
-            if self.dropout:
+            if self.options.dropout:
                 stack.enter_context(torch.random.fork_rng(devices=[]))
                 torch.manual_seed(int(torch.randint(2**62, (), generator=generator)))
-            if self.norm_mode == "frozen":
+            if self.options.norm_mode == "frozen":
                 stack.enter_context(self._frozen_statistics(data))
             yield self
 
     def _set_modes(self) -> None:
         found = {m: m.training for m in self.model.modules()}
-        self.model.train(self.dropout)
+        self.model.train(self.options.dropout)
         for module in self.model.modules():
             if isinstance(module, _BATCH_STATISTICS):
-                module.train(found[module] if self.norm_mode is None
-                             else self.norm_mode in ("train", "frozen"))
+                module.train(found[module] if self.options.norm_mode is None
+                             else self.options.norm_mode in ("train", "frozen"))
 
     @contextmanager
     def _frozen_statistics(self, data: Any) -> Iterator[None]:
@@ -344,15 +327,16 @@ class ModelAdapter:
     def mode(self) -> MeasurementMode:
         """The :class:`MeasurementMode` to record in the result."""
         norm = self._found_norm
-        if self.norm_mode is not None and norm != "no batch statistics":
-            norm = self.norm_mode
+        if self.options.norm_mode is not None and norm != "no batch statistics":
+            norm = self.options.norm_mode
         dtype, _ = model_dtype_device(self.model)
         precision = str(dtype).replace("torch.", "") if dtype is not None else "n/a"
         if self.upcast_from is not None:
             precision += f" (upcast copy of a {str(self.upcast_from).replace('torch.', '')} model)"
         return MeasurementMode(
             output=self._output_how or "not read", input_module=self._input_how,
-            norm_mode=norm, dropout="on" if self.dropout else "off", precision=precision,
+            norm_mode=norm, dropout="on" if self.options.dropout else "off",
+            precision=precision,
             notes=tuple(dict.fromkeys(self.notes)),
             unclassified=unclassified_sites(self._sites or ()))
 
@@ -388,8 +372,8 @@ class ModelAdapter:
         dtype, device = model_dtype_device(self.model)
         if raw.is_floating_point():
             if dtype is None:
-                finer = torch.finfo(self.precision).eps < torch.finfo(raw.dtype).eps
-                dtype = self.precision if finer else raw.dtype
+                finer = torch.finfo(self.options.precision).eps < torch.finfo(raw.dtype).eps
+                dtype = self.options.precision if finer else raw.dtype
             return raw.detach().to(dtype=dtype, device=device or raw.device, copy=True)
         return raw.detach().to(device=device or raw.device)
 
@@ -530,7 +514,7 @@ class ModelAdapter:
         """The measured tensor of a model output (see :func:`select_output`), refused when it
         holds NaN or inf (checked outside torch.func transforms, where values are concrete):
         no measure reports a number computed from them."""
-        tensor, how = select_output(out, self.output, where=self.where)
+        tensor, how = select_output(out, self.options.output, where=self.where)
         self._output_how = how
         if self._check_outputs:
             self.require_finite(tensor)
@@ -579,6 +563,5 @@ def _after_input(sites: Sequence[Site], input_module: str) -> tuple[Site, ...]:
     return tuple(sites[names.index(input_module) + 1:])
 
 
-__all__ = ["FROZEN_SAMPLES", "MeasurementMode", "ModelAdapter", "NormMode", "batch_coupled",
-           "check_output_selector", "measurement_context", "model_dtype_device",
-           "select_output"]
+__all__ = ["FROZEN_SAMPLES", "MeasurementMode", "ModelAdapter", "ModelOptions", "NormMode",
+           "batch_coupled", "measurement_context", "model_dtype_device", "select_output"]

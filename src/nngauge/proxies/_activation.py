@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import NormMode
 from nngauge._constraints import Integer, Real, constrained
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import activation_sites, site_codes
 from nngauge.errors import invalid
 from nngauge.proxies._common import finite, proxy_batch
@@ -23,9 +23,9 @@ JACOB_COV_K = 1e-5
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 128,
-           output: Any = None, input_module: Optional[str] = None,
-           norm_mode: Optional[NormMode] = None, dropout: bool = False,
+           options: ModelOptions,
            generator: Optional[torch.Generator] = None) -> float:
     """Log-determinant of the Hamming kernel of ReLU codes (Mellor, Turner, Storkey & Crowley,
     "Neural Architecture Search without Training", ICML 2021, section 3, eq. 2).
@@ -64,9 +64,8 @@ def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
         True
     """
     where = "naswot()"
-    with proxy_batch(model, data, None, where=where, batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout) as (adapter, batch, _):
+    with proxy_batch(model, data, None, options, where=where, batch_size=batch_size,
+                     generator=generator) as (adapter, batch, _):
         sites, layers = activation_sites(adapter, batch.inputs[:2], None)
         chosen = [(s, layer) for s, layer in zip(sites, layers)
                   if layer.piecewise_linear and layer.breakpoints == (0.0,)]
@@ -87,9 +86,9 @@ def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
 
 
 @constrained(batch_size=Integer(2), k=Real(0, low_open=True))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def jacob_cov(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 128,
-              k: float = JACOB_COV_K, output: Any = None, input_module: Optional[str] = None,
-              norm_mode: Optional[NormMode] = None, dropout: bool = False,
+              k: float = JACOB_COV_K, options: ModelOptions,
               generator: Optional[torch.Generator] = None) -> float:
     """Score of the correlation of input Jacobians (Mellor, Turner, Storkey & Crowley, "Neural
     Architecture Search without Training", arXiv:2006.04647v1, 2020, section 3; as a NAS
@@ -127,9 +126,8 @@ def jacob_cov(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
         True
     """
     where = "jacob_cov()"
-    with proxy_batch(model, data, None, where=where, batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout, min_samples=2) as (adapter, batch, _):
+    with proxy_batch(model, data, None, options, where=where, batch_size=batch_size,
+                     generator=generator, min_samples=2) as (adapter, batch, _):
         x = adapter.measured(batch.inputs, requires_grad=True)
         out = adapter(x, batch.inputs)
         (jac,) = torch.autograd.grad(out.sum(), x, allow_unused=True)

@@ -4,10 +4,24 @@ trainable parameters, and the default loss.
 A proxy reads one batch: the first ``batch_size`` samples of ``data``, or, with a
 ``generator``, ``batch_size`` samples drawn at random from it (a DataLoader's first batch,
 of its own size). The model runs through
-:class:`~nngauge._internal.adapter.ModelAdapter` (output selection, ``input_module`` for token
-models, batchnorm as found unless ``norm_mode`` says otherwise, dropout off unless asked), and
-is left as it was found: modes, ``requires_grad`` flags, buffers, parameter values and ``.grad``
-(gradients are taken with ``torch.autograd.grad``, never accumulated into ``.grad``).
+:class:`~nngauge._internal.adapter.ModelAdapter` as the proxy's model options say (output
+selection, ``input_module`` for token models, batchnorm as found unless ``norm_mode`` says
+otherwise, dropout off unless asked), and is left as it was found: modes, ``requires_grad``
+flags, buffers, parameter values and ``.grad`` (gradients are taken with
+``torch.autograd.grad``, never accumulated into ``.grad``).
+
+A proxy is written as
+
+    @constrained()
+    @model_options("output", "input_module", "norm_mode", "dropout")
+    def snip(model, data, labels=None, *, batch_size=64, options: ModelOptions,
+             generator=None) -> float:
+        with proxy_batch(model, data, labels, options, where="snip()", batch_size=batch_size,
+                         generator=generator, need_labels=True) as (adapter, batch, names):
+            ...
+
+and documents the options it offers with the one phrase "output, input_module, norm_mode,
+dropout: how the model runs, as in :func:`nngauge.nlc`" (see :mod:`nngauge._internal.options`).
 """
 
 from __future__ import annotations
@@ -19,9 +33,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import ModelAdapter, NormMode
+from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.data import Batch
 from nngauge._internal.losses import resolve_loss, with_labels
+from nngauge._internal.options import ModelOptions
 from nngauge.errors import invalid
 
 LABELS_FIX = ("pass labels=<integer class labels (b,)> or data=(inputs, labels) (floating "
@@ -29,17 +44,15 @@ LABELS_FIX = ("pass labels=<integer class labels (b,)> or data=(inputs, labels) 
 
 
 @contextmanager
-def proxy_batch(model: nn.Module, data: Any, labels: Any, *, where: str, batch_size: int,
-                generator: Optional[torch.Generator], output: Any = None,
-                input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
-                dropout: bool = False, need_labels: bool = False, min_samples: int = 1,
-                precision: torch.dtype = torch.float32
+def proxy_batch(model: nn.Module, data: Any, labels: Any, options: ModelOptions, *, where: str,
+                batch_size: int, generator: Optional[torch.Generator],
+                need_labels: bool = False, min_samples: int = 1
                 ) -> Iterator[tuple[ModelAdapter, Batch, frozenset[str]]]:
-    """The adapter, active, the one batch a proxy measures (see the module docstring) and the
-    names of the parameters trainable in the user's model (requires_grad True on entry)."""
+    """The adapter running the model as ``options`` say, active, the one batch a proxy
+    measures (see the module docstring) and the names of the parameters trainable in the
+    user's model (requires_grad True on entry)."""
     names = frozenset(n for n, p in model.named_parameters() if p.requires_grad)
-    adapter = ModelAdapter(model, output=output, input_module=input_module, norm_mode=norm_mode,
-                           dropout=dropout, where=where, precision=precision)
+    adapter = ModelAdapter(model, options, where=where)
     data = with_labels(data, labels, where)
     with adapter.active(generator=generator, data=data), torch.enable_grad():
         batch = next(iter(adapter.batches(data, batch_size=batch_size, n_batches=1,

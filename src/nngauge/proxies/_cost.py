@@ -10,8 +10,8 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import NormMode
 from nngauge._constraints import constrained
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge.errors import invalid
 from nngauge.proxies._common import proxy_batch
 
@@ -44,8 +44,8 @@ def n_params(model: nn.Module, data: Any = None, labels: Any = None, *,
 
 
 @constrained()
-def flops(model: nn.Module, data: Any, labels: Any = None, *,
-          norm_mode: Optional[NormMode] = "eval",
+@model_options(norm_mode="eval")
+def flops(model: nn.Module, data: Any, labels: Any = None, *, options: ModelOptions,
           generator: Optional[torch.Generator] = None) -> float:
     """Multiply-accumulates (MACs) of one forward pass on one sample (Abdelfattah et al., ICLR
     2021, section 4, the "flops" baseline, reported as MACs as NAS benchmarks do).
@@ -85,8 +85,8 @@ def flops(model: nn.Module, data: Any, labels: Any = None, *,
                       f"recurrent modules {recurrent[:5]} (one fused operation it does not "
                       "count)", "count the recurrence by hand (4 gates x (input + hidden) x "
                       "hidden MACs per LSTM step), or use n_params")
-    with proxy_batch(model, data, None, where="flops()", batch_size=1, generator=generator,
-                     norm_mode=norm_mode) as (adapter, batch, _):
+    with proxy_batch(model, data, None, options, where="flops()", batch_size=1,
+                     generator=generator) as (adapter, batch, _):
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             adapter.call_model(adapter.prepare_raw(batch.inputs))
     return counter.get_total_flops() / 2

@@ -15,14 +15,16 @@ predicts a higher (+1) or a lower (-1) accuracy after training.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 import torch
 from torch import nn
 
 from nngauge._constraints import Check, Integer, Maybe, Real, constrained, declared
-from nngauge._internal.adapter import ModelAdapter, NormMode, batch_coupled
+from nngauge._internal.adapter import ModelAdapter, batch_coupled
 from nngauge._internal.data import as_batches, collect
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.measures.expressivity._density import Method as DensityMethod
@@ -74,10 +76,10 @@ IDEAL = Check(lambda v: isinstance(v, (tuple, list)) and len(v) == 2
 
 
 @constrained(**_like(nlc, "method", "n_probes"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def nlc_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 250,
               n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
-              output: Any = None, input_module: Optional[str] = None,
-              norm_mode: Optional[NormMode] = None, dropout: bool = False,
+              options: ModelOptions,
               generator: Optional[torch.Generator] = None) -> float:
     """The nonlinearity coefficient at initialization (Philipp & Carbonell, "The Nonlinearity
     Coefficient - Predicting Generalization in Deep Neural Networks", arXiv:1806.00179,
@@ -110,15 +112,14 @@ def nlc_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
         True
     """
     return nlc(model, data, batch_size=batch_size, n_batches=n_batches, method=method,
-               n_probes=n_probes, output=output, input_module=input_module,
-               norm_mode=norm_mode, dropout=dropout, generator=generator).nlc
+               n_probes=n_probes, options=options, generator=generator).nlc
 
 
 @constrained(**_like(nlc, "method", "n_probes"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def output_bias(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 250,
                 n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
-                output: Any = None, input_module: Optional[str] = None,
-                norm_mode: Optional[NormMode] = None, dropout: bool = False,
+                options: ModelOptions,
                 generator: Optional[torch.Generator] = None) -> float:
     """Output bias at initialization (Philipp & Carbonell, "The Nonlinearity Coefficient -
     Predicting Generalization in Deep Neural Networks", arXiv:1806.00179, section 4, figure 3A;
@@ -144,18 +145,17 @@ def output_bias(model: nn.Module, data: Any, labels: Any = None, *, batch_size: 
         True
     """
     return nlc(model, data, batch_size=batch_size, n_batches=n_batches, method=method,
-               n_probes=n_probes, output=output, input_module=input_module,
-               norm_mode=norm_mode, dropout=dropout, generator=generator).output_bias
+               n_probes=n_probes, options=options, generator=generator).output_bias
 
 
 @constrained(ideal=IDEAL, bias_threshold=Real(0, low_open=True),
              **_like(nlc, "method", "n_probes"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def nlc_rule(model: nn.Module, data: Any, labels: Any = None, *,
              ideal: tuple[float, float] = NLC_IDEAL,
              bias_threshold: float = HIGH_BIAS_THRESHOLD, batch_size: int = 250,
              n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
-             output: Any = None, input_module: Optional[str] = None,
-             norm_mode: Optional[NormMode] = None, dropout: bool = False,
+             options: ModelOptions,
              generator: Optional[torch.Generator] = None) -> float:
     """The NLC paper's rule as one number: how far the initial NLC lies from the ideal range,
     in decades, and infinity for high output bias (Philipp & Carbonell, "The Nonlinearity
@@ -188,8 +188,7 @@ def nlc_rule(model: nn.Module, data: Any, labels: Any = None, *,
         True
     """
     result = nlc(model, data, batch_size=batch_size, n_batches=n_batches, method=method,
-                 n_probes=n_probes, output=output, input_module=input_module,
-                 norm_mode=norm_mode, dropout=dropout, generator=generator)
+                 n_probes=n_probes, options=options, generator=generator)
     if result.output_bias > bias_threshold or result.nlc <= 0:
         return math.inf
     low, high = ideal
@@ -199,14 +198,12 @@ def nlc_rule(model: nn.Module, data: Any, labels: Any = None, *,
 # ------------------------------------------------------------------ shrinkage and kernels
 
 
-def _layer_units(model: nn.Module, data: Any, where: str, layers: Optional[Sequence[str]], *,
-                 output: Any, input_module: Optional[str], norm_mode: Optional[NormMode],
-                 dropout: bool) -> list[tuple[str, int]]:
+def _layer_units(model: nn.Module, data: Any, where: str, layers: Optional[Sequence[str]],
+                 options: ModelOptions) -> list[tuple[str, int]]:
     """(site name, units per sample) of the sites named in ``layers``, or by default of every
     linear and convolutional site but the last (the read-out): the hidden layers'
     pre-activations, in forward order (after ``input_module``); one forward pass of 2 samples."""
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     with adapter.active(data=data), torch.no_grad():
         raw = adapter.collect(data, 2).inputs
         sites = adapter.sites(raw, layers, default_kinds=LINEAR_KINDS)
@@ -217,12 +214,12 @@ def _layer_units(model: nn.Module, data: Any, where: str, layers: Optional[Seque
 
 
 @constrained(**_like(jacobian_norm, "ord", "rms", "method", "n_probes", "n_iter", "tol"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
                     layers: Optional[Sequence[str]] = None, ord: Ord = "op", rms: bool = True,
                     method: FroMethod = "probe", n_probes: int = 4, n_iter: int = 100,
                     tol: float = 1e-6, batch_size: int = 250, n_batches: Optional[int] = 1,
-                    output: Any = None, input_module: Optional[str] = None,
-                    norm_mode: Optional[NormMode] = None, dropout: bool = False,
+                    options: ModelOptions,
                     generator: Optional[torch.Generator] = None) -> float:
     """Growth of the input -> layer Jacobian norm from the first to the last hidden layer (after
     the gradient-explosion side of Theorem 1 of "Gradient Explosion and Representation
@@ -266,9 +263,7 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
     """
     where = "jacobian_growth()"
     if layers is None:
-        hidden = [name for name, _ in _layer_units(
-            model, data, where, None, output=output, input_module=input_module,
-            norm_mode=norm_mode, dropout=dropout)]
+        hidden = [name for name, _ in _layer_units(model, data, where, None, options)]
         if len(hidden) < 2:
             raise invalid(where, "at least two linear or convolutional layers before the "
                           "read-out (the growth is from the first to the last)",
@@ -277,8 +272,7 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
         layers = [hidden[0], hidden[-1]]
     result = jacobian_norm(model, data, ord=ord, rms=rms, layers=layers, method=method,
                            n_probes=n_probes, n_iter=n_iter, tol=tol, batch_size=batch_size,
-                           n_batches=n_batches, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, generator=generator)
+                           n_batches=n_batches, options=options, generator=generator)
     rows = [row for row in result.layers if row.name != "output"]
     if len(rows) < 2:
         raise invalid(where, "two measured layers whose Jacobian norms to compare",
@@ -293,11 +287,11 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
 
 @renamed(search_steps="n_iter", search_lr="lr")
 @constrained(**_like(correlations, "max_samples", "n_iter", "lr"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
             layers: Optional[Sequence[str]] = None, max_samples: int = 500,
-            n_iter: int = 0, lr: float = 0.01, output: Any = None,
-            input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
-            dropout: bool = False, generator: Optional[torch.Generator] = None) -> float:
+            n_iter: int = 0, lr: float = 0.01, options: ModelOptions,
+            generator: Optional[torch.Generator] = None) -> float:
     """Representation shrinkage: the maximal correlation rho_max ("Gradient Explosion and
     Representation Shrinkage in Infinite Networks", anonymous, under review at ICLR, Theorem 1,
     section 3), :func:`nngauge.correlations`' ``.rho_max``,
@@ -325,20 +319,18 @@ def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
         >>> -1 <= rho_max(net, torch.randn(20, 8)) <= 1
         True
     """
-    return correlations(model, data, layers=layers, max_samples=max_samples,
-                        n_iter=n_iter, lr=lr, output=output,
-                        input_module=input_module, norm_mode=norm_mode, dropout=dropout,
-                        generator=generator).rho_max
+    return correlations(model, data, layers=layers, max_samples=max_samples, n_iter=n_iter,
+                        lr=lr, options=options, generator=generator).rho_max
 
 
 @constrained(layer=Maybe(Check(lambda v: isinstance(v, str), "a module or site name",
                                (3, ["fc"]))), max_samples=Maybe(Integer(2)),
              **_like(kernel_conditioning, "kind", "n_probes"))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
                      layer: Optional[str] = None, kind: Kind = "conjugate",
-                     max_samples: Optional[int] = None, n_probes: int = 8, output: Any = None,
-                     input_module: Optional[str] = None, norm_mode: Optional[NormMode] = None,
-                     dropout: bool = False, generator: Optional[torch.Generator] = None
+                     max_samples: Optional[int] = None, n_probes: int = 8,
+                     options: ModelOptions, generator: Optional[torch.Generator] = None
                      ) -> float:
     """Condition number of the kernel at the last hidden layer (Agarwal, Awasthi & Kale, "A
     Deep Conditioning Treatment of Neural Networks", ALT 2021, section 3, figure 1), from
@@ -377,8 +369,7 @@ def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
         True
     """
     where = "kernel_condition()"
-    found = _layer_units(model, data, where, None if layer is None else [layer], output=output,
-                         input_module=input_module, norm_mode=norm_mode, dropout=dropout)
+    found = _layer_units(model, data, where, None if layer is None else [layer], options)
     if not found:
         raise invalid(where, "a linear or convolutional layer before the read-out (the last "
                       "hidden layer's kernel is read)" if layer is None else
@@ -388,29 +379,31 @@ def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
     if max_samples is None:
         max_samples = max(2, min(KERNEL_SAMPLES, units // 2))
     result = kernel_conditioning(model, data, kind=kind, layers=[layer],
-                                 max_samples=max_samples, n_probes=n_probes, output=output,
-                                 input_module=input_module, norm_mode=norm_mode,
-                                 dropout=dropout, generator=generator)
+                                 max_samples=max_samples, n_probes=n_probes, options=options,
+                                 generator=generator)
     return next(row for row in result.layers if row.name == layer).condition_number
 
 
 # ----------------------------------------------------------------------- expressivity
 
 
-def _per_point(model: nn.Module, norm_mode: Optional[NormMode]) -> Optional[NormMode]:
-    """``norm_mode`` for a per-point measure: as given, or "frozen" (statistics of the data,
-    then fixed) where None would leave batchnorm using batch statistics."""
-    return "frozen" if norm_mode is None and batch_coupled(model) else norm_mode
+def _per_point(model: nn.Module, options: ModelOptions) -> ModelOptions:
+    """``options`` for a per-point measure: as given, or with ``norm_mode="frozen"``
+    (statistics of the data, then fixed) where None would leave batchnorm using batch
+    statistics."""
+    if options.norm_mode is None and batch_coupled(model):
+        return replace(options, norm_mode="frozen")
+    return options
 
 
 @renamed(n_anchors="max_samples", n="resolution")
 @constrained(max_samples=Integer(2), resolution=Integer(2),
              **_like(trajectory_length, "tol", "max_points"))
+@model_options("output", "norm_mode", "dropout")
 def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_samples: int = 8,
                       resolution: int = 1000, layers: Optional[Sequence[str]] = None,
                       tol: float = 1e-3,
-                      max_points: int = 2**14 + 1, output: Any = None,
-                      norm_mode: Optional[NormMode] = None, dropout: bool = False,
+                      max_points: int = 2**14 + 1, options: ModelOptions,
                       generator: Optional[torch.Generator] = None) -> float:
     """Geometric-mean growth of trajectory length per layer (Raghu, Poole, Kleinberg, Ganguli &
     Sohl-Dickstein, "On the Expressive Power of Deep Neural Networks", ICML 2017, section 2.2,
@@ -456,9 +449,8 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_sa
         raise invalid(where, "at least 2 data points for the path to go through",
                       f"{len(anchors)}", "pass more samples")
     result = trajectory_length(model, through(anchors, resolution), layers=layers, tol=tol,
-                               max_points=max_points, output=output,
-                               norm_mode=_per_point(model, norm_mode), norm_data=data,
-                               dropout=dropout)
+                               max_points=max_points, options=_per_point(model, options),
+                               norm_data=data)
     depth = len(result.lengths) - 2
     if depth < 1:
         raise invalid(where, "a network with activation or pooling layers (the lengths are "
@@ -472,10 +464,10 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_sa
 @renamed(n_points="max_samples")
 @constrained(radius=Maybe(Real(0, low_open=True)), max_samples=Integer(1),
              **_like(_region_density, "n_directions", "method"))
+@model_options("output", "norm_mode")
 def region_density(model: nn.Module, data: Any, labels: Any = None, *,
                    radius: Optional[float] = None, max_samples: int = 8, n_directions: int = 8,
-                   method: DensityMethod = "exact", output: Any = None,
-                   norm_mode: Optional[NormMode] = None,
+                   method: DensityMethod = "exact", options: ModelOptions,
                    generator: Optional[torch.Generator] = None) -> float:
     """Linear regions per unit length near the data (Hanin & Rolnick, "Complexity of Linear
     Regions in Deep Networks", ICML 2019; after Raghu et al., ICML 2017, section 2.1), the
@@ -528,8 +520,8 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
     # the directions of the density are drawn before the frames, so the density is unchanged
     return _region_density(model, data, radius=radius, n_directions=n_directions,
                            method=method, max_samples=max_samples, neighbourhood_dims=1,
-                           output=output, norm_mode=_per_point(model, norm_mode),
-                           norm_data=data, generator=generator).density
+                           options=_per_point(model, options), norm_data=data,
+                           generator=generator).density
 
 
 __all__ = ["DIRECTIONS", "jacobian_growth", "kernel_condition", "nlc_rule", "nlc_score",

@@ -14,14 +14,15 @@ sequence outputs), squared error for floating targets.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator, Optional
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
-from nngauge._internal.adapter import NormMode
 from nngauge._constraints import constrained
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.ntk import _Call
 from nngauge.errors import invalid
 from nngauge.proxies._common import (batch_loss, finite, gradients, proxy_batch, total,
@@ -54,8 +55,8 @@ def _identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 
 
 @constrained()
-def synflow(model: nn.Module, data: Any, labels: Any = None, *, output: Any = None,
-            input_module: Optional[str] = None,
+@model_options("output", "input_module")
+def synflow(model: nn.Module, data: Any, labels: Any = None, *, options: ModelOptions,
             generator: Optional[torch.Generator] = None) -> float:
     """Synaptic flow of the network at the all-ones input (Tanaka, Kunin, Yamins & Ganguli,
     "Pruning Neural Networks without Any Data by Iteratively Conserving Synaptic Flow",
@@ -99,9 +100,8 @@ def synflow(model: nn.Module, data: Any, labels: Any = None, *, output: Any = No
         6.0
     """
     where = "synflow()"
-    with proxy_batch(model, data, None, where=where, batch_size=1, generator=generator,
-                     output=output, input_module=input_module,
-                     precision=torch.float64) as (adapter, batch, names):
+    with proxy_batch(model, data, None, replace(options, precision=torch.float64), where=where,
+                     batch_size=1, generator=generator) as (adapter, batch, names):
         params = {f"model.{n}": p.detach().abs().requires_grad_(n in names)
                   for n, p in adapter.model.named_parameters()}
         scored = [(n, params[f"model.{n}"]) for n, _ in adapter.model.named_parameters()
@@ -124,9 +124,9 @@ def synflow(model: nn.Module, data: Any, labels: Any = None, *, output: Any = No
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
-         output: Any = None, input_module: Optional[str] = None,
-         norm_mode: Optional[NormMode] = None, dropout: bool = False,
+         options: ModelOptions,
          generator: Optional[torch.Generator] = None) -> float:
     """Connection sensitivity summed over the network (Lee, Ajanthan & Torr, "SNIP:
     Single-shot Network Pruning based on Connection Sensitivity", ICLR 2019, section 4.1; as a
@@ -144,7 +144,7 @@ def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 6
             regression targets, when ``data`` holds inputs only.
         batch_size: samples in the batch (the first ones, or drawn by ``generator``).
         output, input_module, norm_mode, dropout: how the model runs, as in
-            :func:`nngauge.nlc` (batchnorm as found by default).
+            :func:`nngauge.nlc`.
         generator: draws the batch (and dropout) when given.
 
     Returns:
@@ -157,19 +157,17 @@ def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 6
         >>> snip(net, torch.randn(16, 4), torch.randint(0, 3, (16,))) > 0
         True
     """
-    with proxy_batch(model, data, labels, where="snip()", batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout,
-                     need_labels=True) as (adapter, batch, names):
+    with proxy_batch(model, data, labels, options, where="snip()", batch_size=batch_size,
+                     generator=generator, need_labels=True) as (adapter, batch, names):
         params = trainable(adapter, names, "snip scores parameters")
         grads = gradients(batch_loss(adapter, batch), params)
         return total([(p.detach() * g).abs() for (_, p), g in zip(params, grads)])
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def grad_norm(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
-              output: Any = None, input_module: Optional[str] = None,
-              norm_mode: Optional[NormMode] = None, dropout: bool = False,
+              options: ModelOptions,
               generator: Optional[torch.Generator] = None) -> float:
     """Euclidean norm of the loss gradient (Abdelfattah, Mehrotra, Dudziak & Lane, "Zero-Cost
     Proxies for Lightweight NAS", ICLR 2021, section 3).
@@ -194,19 +192,17 @@ def grad_norm(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
         >>> grad_norm(net, torch.randn(16, 4), torch.randint(0, 3, (16,))) > 0
         True
     """
-    with proxy_batch(model, data, labels, where="grad_norm()", batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout,
-                     need_labels=True) as (adapter, batch, names):
+    with proxy_batch(model, data, labels, options, where="grad_norm()", batch_size=batch_size,
+                     generator=generator, need_labels=True) as (adapter, batch, names):
         params = trainable(adapter, names, "grad_norm differentiates the loss by the parameters")
         grads = gradients(batch_loss(adapter, batch), params)
         return total([g.to(torch.float64).pow(2) for g in grads]) ** 0.5
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def grasp(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
-          output: Any = None, input_module: Optional[str] = None,
-          norm_mode: Optional[NormMode] = None, dropout: bool = False,
+          options: ModelOptions,
           generator: Optional[torch.Generator] = None) -> float:
     """Gradient-signal-preservation score summed over the network (Wang, Zhang & Grosse,
     "Picking Winning Tickets Before Training by Preserving Gradient Flow", ICLR 2020,
@@ -236,10 +232,8 @@ def grasp(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 
         True
     """
     where = "grasp()"
-    with proxy_batch(model, data, labels, where=where, batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout,
-                     need_labels=True) as (adapter, batch, names):
+    with proxy_batch(model, data, labels, options, where=where, batch_size=batch_size,
+                     generator=generator, need_labels=True) as (adapter, batch, names):
         params = trainable(adapter, names, "grasp differentiates the loss by the parameters")
         grads = gradients(batch_loss(adapter, batch), params, create_graph=True)
         alignment = sum((g.detach() * g).sum() for g in grads if g.requires_grad)
@@ -256,9 +250,9 @@ def grasp(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def fisher(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
-           output: Any = None, input_module: Optional[str] = None,
-           norm_mode: Optional[NormMode] = None, dropout: bool = False,
+           options: ModelOptions,
            generator: Optional[torch.Generator] = None) -> float:
     """Fisher pruning saliency summed over channels (Theis, Korshunova, Tejani & Huszar,
     "Faster gaze prediction with dense networks and Fisher pruning", arXiv:1801.05787,
@@ -293,9 +287,8 @@ def fisher(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
         True
     """
     where = "fisher()"
-    with proxy_batch(model, data, labels, where=where, batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout, need_labels=True) as (adapter, batch, _):
+    with proxy_batch(model, data, labels, options, where=where, batch_size=batch_size,
+                     generator=generator, need_labels=True) as (adapter, batch, _):
         sites = adapter.sites(batch.inputs, None, default_kinds=("linear", "conv"))
         kinds = {s.module: s.kind for s in sites}
         if not kinds:

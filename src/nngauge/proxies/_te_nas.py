@@ -18,8 +18,8 @@ import torch
 from scipy.stats import rankdata
 from torch import nn
 
-from nngauge._internal.adapter import NormMode
 from nngauge._constraints import Check, Numbers, constrained
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.patterns import activation_sites, site_codes
 from nngauge.errors import invalid
@@ -28,9 +28,9 @@ from nngauge.theory import condition_number
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
-           output: Any = None, input_module: Optional[str] = None,
-           norm_mode: Optional[NormMode] = None, dropout: bool = False,
+           options: ModelOptions,
            generator: Optional[torch.Generator] = None) -> float:
     """Condition number of the empirical NTK on a batch (Chen, Gong & Wang, "Neural
     Architecture Search on ImageNet in Four GPU Hours: A Theoretically Inspired Perspective",
@@ -70,9 +70,8 @@ def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
         True
     """
     where = "te_nas()"
-    with proxy_batch(model, data, None, where=where, batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout) as (adapter, batch, names):
+    with proxy_batch(model, data, None, options, where=where, batch_size=batch_size,
+                     generator=generator) as (adapter, batch, names):
         params = trainable(adapter, names, "te_nas differentiates the outputs by the weights",
                            weights_only=True)
         x = adapter.measured(batch.inputs)
@@ -88,9 +87,9 @@ def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
 
 
 @constrained()
+@model_options("output", "input_module", "norm_mode", "dropout")
 def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 1000,
-                   output: Any = None, input_module: Optional[str] = None,
-                   norm_mode: Optional[NormMode] = None, dropout: bool = False,
+                   options: ModelOptions,
                    generator: Optional[torch.Generator] = None) -> float:
     """Number of linear regions met by the samples of a batch (Chen, Gong & Wang, ICLR 2021,
     section 3.1.2): TE-NAS's expressivity indicator R_N, higher is better.
@@ -123,9 +122,8 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *, batch_siz
         >>> te_nas_regions(net, torch.tensor([[-1.0], [0.5], [0.7], [2.0]]))
         3.0
     """
-    with proxy_batch(model, data, None, where="te_nas_regions()", batch_size=batch_size,
-                     generator=generator, output=output, input_module=input_module,
-                     norm_mode=norm_mode, dropout=dropout) as (adapter, batch, _):
+    with proxy_batch(model, data, None, options, where="te_nas_regions()", batch_size=batch_size,
+                     generator=generator) as (adapter, batch, _):
         sites, layers = activation_sites(adapter, batch.inputs[:2], None)
         if not sites:
             raise invalid(adapter.where, "a network with activation modules (their patterns "

@@ -22,6 +22,7 @@ from torch import nn
 from nngauge._constraints import (SEED_OR_GENERATOR, Flag, Instance, Integer, Maybe, Real,
                                   constrained)
 from nngauge._internal.adapter import ModelAdapter
+from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import block_sites
 from nngauge._random import seed_of
 from nngauge._version import __version__
@@ -397,7 +398,7 @@ def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str,
     """Check that the model runs on the data and that the sections ``keys`` can keep near
     the budget on it, find its sites, choose the layers to measure and fit the sections' work
     to the budget."""
-    adapter = ModelAdapter(model, where=where, **settings.options)
+    adapter = ModelAdapter(model, ModelOptions(**settings.options), where=where)
     with adapter.active(generator=torch.Generator().manual_seed(settings.seed), data=data):
         batch = adapter.collect(data, max(settings.correlation_samples,
                                           settings.kernel_samples, 2))

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter
+from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import Site
 from nngauge._results import plain
 
@@ -94,7 +95,9 @@ class ReportSettings:
 
     @property
     def options(self) -> dict[str, Any]:
-        """How every measure runs the model."""
+        """How every measure runs the model: the keywords the sections pass to the public
+        measures, so that each number equals the measure called with them (the report's own
+        adapters take ``ModelOptions(**settings.options)``)."""
         return {"output": self.output, "input_module": self.input_module,
                 "norm_mode": self.norm_mode, "dropout": self.dropout}
 
@@ -214,8 +217,10 @@ class Context:
         that run the model from there: the input module (integer data: the first embedding)
         and a raw template input."""
         s = self.settings
-        adapter = ModelAdapter(self.model, output=s.output, input_module=s.input_module,
-                               norm_mode="eval", where="nngauge report")
+        adapter = ModelAdapter(self.model, ModelOptions(output=s.output,
+                                                        input_module=s.input_module,
+                                                        norm_mode="eval"),
+                               where="nngauge report")
         with adapter.active():
             points = adapter.measured(self.inputs[:n]).detach()
         options = {} if adapter.input_module is None else {

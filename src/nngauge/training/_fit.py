@@ -23,6 +23,7 @@ from torch import nn
 
 from nngauge._constraints import CALLABLE, Choice, Either, Flag, Instance, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import ModelAdapter, batch_coupled, model_dtype_device
+from nngauge._internal.options import ModelOptions
 from nngauge._internal.data import as_batches
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.losses import check_class_labels
@@ -409,8 +410,8 @@ def _checked_inputs(inputs: Any, model: nn.Module, where: str
     dtype, device = model_dtype_device(model)
     inputs = inputs.to(dtype=dtype or inputs.dtype, device=device)
     # running statistics: a batchnorm net in training mode can still check one sample
-    adapter = ModelAdapter(model, where=where, norm_mode="eval",
-                           precision=dtype or torch.float32)
+    adapter = ModelAdapter(model, ModelOptions(norm_mode="eval", precision=dtype or torch.float32),
+                           where=where)
     with adapter.active():
         scores = adapter.call_model(inputs[:2])
     if not isinstance(scores, torch.Tensor):

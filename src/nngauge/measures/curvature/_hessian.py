@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -42,7 +42,8 @@ from scipy import stats
 from torch import nn
 
 from nngauge._constraints import Choice, Flag, Integer, Real, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
                                          functional_model, lanczos, slq)
 from nngauge._internal.losses import LOSS, Loss, labelled_batches, model_loss, with_labels
@@ -229,6 +230,7 @@ class HessianResult(Result):
              n_probes=Integer(3),
              trace_method=Choice.literal(TraceMethod), n_iter=Integer(1),
              tol=Real(0, 1, open=True), density_probes=Integer(1), return_eigenvectors=Flag())
+@model_options("output", "norm_mode")
 def hessian(
     model: nn.Module,
     data: Any,
@@ -250,8 +252,7 @@ def hessian(
     density_probes: int = 10,
     chunk_size: Optional[int] = None,
     return_eigenvectors: bool = False,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = None,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> HessianResult:
     """Top eigenvalues, trace and spectral density of the Hessian of the mean loss.
@@ -327,7 +328,8 @@ def hessian(
     """
     where = "hessian()"
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode or "eval", where=where)
+    adapter = ModelAdapter(model, replace(options, norm_mode=options.norm_mode or "eval"),
+                           where=where)
     names = [n for n, p in adapter.model.named_parameters() if p.requires_grad]
     if not names:
         raise invalid(where, "a model with trainable parameters (requires_grad=True)",

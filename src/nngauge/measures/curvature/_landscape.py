@@ -39,8 +39,9 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from nngauge._constraints import Choice, Flag, Maybe, NormMode, constrained
+from nngauge._constraints import Choice, Flag, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._internal.losses import (LOSS, Loss, LossFn, labelled_tensors, scalar_loss,
                                       with_labels)
@@ -197,6 +198,7 @@ def _bn_with_norm_mode(bn: Any, norm_mode: Any) -> Any:
                                                    _bn_with_norm_mode))
 @constrained(dims=Maybe(Choice(1, 2)), loss=LOSS, accuracy=Flag(), include_bias_bn=Flag(),
              count_regions=Flag())
+@model_options("output", norm_mode="eval", after={"norm_mode": "count_regions"})
 def loss_landscape(
     model: nn.Module,
     data: Any,
@@ -211,11 +213,10 @@ def loss_landscape(
     include_bias_bn: bool = False,
     layers: Optional[Sequence[str]] = None,
     count_regions: bool = False,
-    norm_mode: Optional[NormMode] = "eval",
     trajectory: Optional[Sequence[Mapping[str, Any]]] = None,
     batch_size: int = 1024,
     chunk_size: Optional[int] = None,
-    output: Any = None,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> LossLandscapeResult:
     """The loss on a line or plane of weight space around theta: L(theta + a d_1 + b d_2).
@@ -315,11 +316,11 @@ def loss_landscape(
     data = with_labels(data, labels, where)
     dims = _dims(directions, dims, resolution, where)
     axes = _axes(dims, resolution, span, where)
-    norm_mode = norm_mode or "eval"
+    options = replace(options, norm_mode=options.norm_mode or "eval")
     kind = directions if isinstance(directions, str) else "given"
     _check_kind(kind, trajectory, where)
     _check_layers(model, kind, layers, where)
-    adapter = ModelAdapter(model, output=output, where=where, norm_mode=norm_mode)
+    adapter = ModelAdapter(model, options, where=where)
     eigen = (_hessian_eigenvectors(adapter, data, loss, top_k=dims, batch_size=batch_size,
                                    generator=generator) if kind == "hessian" else None)
     with adapter.active(data=data), torch.no_grad():
@@ -335,9 +336,9 @@ def loss_landscape(
         losses, hits, patterns = _evaluate(
             adapter, loss_fn, params, dirs, moved, points, x, y, batch_size=batch_size,
             chunk_size=chunk, classes=accuracy and not y.is_floating_point(),
-            recompute=norm_mode == "train", probe=probe)
+            recompute=options.norm_mode == "train", probe=probe)
         regions = _regions(adapter, x, dirs, axes, probe, patterns) if count_regions else None
-    settings = {"directions": kind, "loss": loss_name, "norm_mode": norm_mode,
+    settings = {"directions": kind, "loss": loss_name, "norm_mode": options.norm_mode,
                 "include_bias_bn": include_bias_bn, "layers": layers,
                 "count_regions": count_regions, "resolution": [len(a) for a in axes],
                 "span": [[float(a[0]), float(a[-1])] for a in axes],
@@ -519,15 +520,15 @@ def _given_direction(direction: Mapping, params: dict, where: str) -> dict[str, 
     return out
 
 
-def _hessian_eigenvectors(adapter: ModelAdapter, data: Any, loss: Any, **options: Any):
+def _hessian_eigenvectors(adapter: ModelAdapter, data: Any, loss: Any, **settings: Any):
     """The top Hessian eigenpairs, by Lanczos (:func:`~nngauge.measures.curvature.hessian`,
     no trace) with the landscape's loss, batchnorm statistics, output and batches. Labels
     and the loss are checked here first, so that errors name loss_landscape()."""
     with adapter.active(data=data), torch.no_grad():
         labelled_tensors(adapter, data, loss)
         adapter.weights(MOVED)
-    return hessian(adapter.user_model, data, loss=loss, norm_mode=adapter.norm_mode,
-                   output=adapter.output, trace=False, return_eigenvectors=True, **options)
+    return hessian(adapter.user_model, data, loss=loss, options=adapter.options, trace=False,
+                   return_eigenvectors=True, **settings)
 
 
 def _pca_directions(trajectory: Any, params: dict, names: list[str], dims: int, where: str

@@ -134,15 +134,15 @@ def exact_line(adapter: ModelAdapter, x: torch.Tensor, direction: dict, axis: np
     owner = _single_module(adapter.model, direction)
     if owner is None:
         return None, "the direction moves more than one module"
-    if adapter.norm_mode == "train":
+    if adapter.options.norm_mode == "train":
         return None, "batch statistics (norm_mode='train') make patterns depend on the batch"
     name, prefix = owner
     local = {k[len(prefix):]: v for k, v in direction.items() if bool(v.any())}
     try:
         found = weight_transitions(adapter.user_model, x, layer=name, direction=local,
                                    span=(float(axis[0]), float(axis[-1])),
-                                   output=adapter.output, norm_mode=adapter.norm_mode,
-                                   norm_data=x if adapter.norm_mode == "frozen" else None)
+                                   options=adapter.options,
+                                   norm_data=x if adapter.options.norm_mode == "frozen" else None)
     except InvalidInputError as exc:
         return None, f"not exact ({str(exc).splitlines()[0]})"
     changes = np.histogram(found.change_points, bins=axis)[0]

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from nngauge._constraints import NAME, Integer, Maybe, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (
@@ -101,6 +102,7 @@ class WeightTransitionsResult(Result):
 
 @renamed(module="layer")
 @constrained(layer=NAME, max_pieces=Maybe(Integer(1)))
+@model_options("output", "norm_mode")
 def weight_transitions(
     model: nn.Module,
     data: Any,
@@ -111,8 +113,7 @@ def weight_transitions(
     layers: Optional[Sequence[str]] = None,
     merge_tol: float = 1e-12,
     max_pieces: Optional[int] = MAX_PIECES,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = None,
+    options: ModelOptions,
     norm_data: Any = None,
 ) -> WeightTransitionsResult:
     """Exact pattern changes of the data along a line of one module's weights.
@@ -164,7 +165,7 @@ def weight_transitions(
         [-2.0, -1.0]
     """
     where = "weight_transitions()"
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     t0, t1 = _span(span, where)
     inputs = collect(data, where=where, require_float=False).inputs
     if not inputs.is_floating_point():

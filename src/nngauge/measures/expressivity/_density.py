@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.data import collect
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
@@ -165,6 +166,7 @@ class RegionDensityResult(Result):
              method=Choice.literal(Method), points=Choice.literal(Points),
              max_samples=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
              neighbourhood_dims=Maybe(Integer(1)))
+@model_options("output", "norm_mode")
 def region_density(
     model: nn.Module,
     data: Any,
@@ -182,8 +184,7 @@ def region_density(
     min_width: float = 1e-7,
     max_evaluations: int = 2**12,
     generator: Optional[torch.Generator] = None,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = None,
+    options: ModelOptions,
     norm_data: Any = None,
     batch_size: int = CHUNK_POINTS,
 ) -> RegionDensityResult:
@@ -295,7 +296,7 @@ def region_density(
         (2.0, 1.0, ['1'])
     """
     where = "region_density()"
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     samples = collect(data, where=where, max_samples=max_samples, require_float=False).inputs
     if not samples.is_floating_point():
         raise invalid(where, "real-valued inputs (points are moved along lines in input space)",

@@ -27,7 +27,8 @@ from torch import nn
 from torch.func import functional_call
 
 from nngauge._constraints import NAME, Integer, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
@@ -90,6 +91,7 @@ class DichotomiesResult(Result):
 
 @renamed(inputs="data", n_steps="resolution")
 @constrained(layer=NAME, resolution=Integer(1))
+@model_options("output", "norm_mode")
 def dichotomies(
     model: nn.Module,
     data: Any,
@@ -97,8 +99,7 @@ def dichotomies(
     layer: str,
     resolution: int = 1000,
     chunk_size: Optional[int] = None,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = None,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> DichotomiesResult:
     """Count the dichotomies of ``data`` as ``layer``'s weights sweep a great circle.
@@ -145,7 +146,7 @@ def dichotomies(
         (True, (200, 15))
     """
     where = "dichotomies()"
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     name, weight = layer_weight(adapter.model, layer, where)
     w0 = weight.detach().to(torch.float64)
     radius = float(w0.norm())

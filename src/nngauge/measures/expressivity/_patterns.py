@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from nngauge._constraints import constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import PatternHasher, activation_sites, site_codes
 from nngauge._results import Result
 from nngauge._vocabulary import renamed
@@ -61,6 +62,7 @@ class ActivationPatternsResult(Result):
 
 @renamed(inputs="data")
 @constrained()
+@model_options("norm_mode", "dropout")
 @torch.no_grad()
 def activation_patterns(
     model: nn.Module,
@@ -68,8 +70,7 @@ def activation_patterns(
     *,
     layers: Optional[Sequence[str]] = None,
     batch_size: int = 4096,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
 ) -> ActivationPatternsResult:
     """Distinct activation patterns of ``model`` over ``data`` (Raghu et al. 2017, sec. 2.1).
 
@@ -102,8 +103,7 @@ def activation_patterns(
         >>> activation_patterns(net, torch.tensor([[-1.0], [0.5], [0.7], [2.0]])).n_patterns
         3
     """
-    adapter = ModelAdapter(model, norm_mode=norm_mode, dropout=dropout,
-                           where="activation_patterns()")
+    adapter = ModelAdapter(model, options, where="activation_patterns()")
     hasher = PatternHasher()
     n_inputs = 0
     with adapter.active(data=data):

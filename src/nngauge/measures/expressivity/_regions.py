@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
@@ -256,6 +257,7 @@ def _closed(polygon: Optional[np.ndarray], axis: int) -> list[float]:
 
 @constrained(method=Choice.literal(Method), resolution=Integer(2),
              max_regions=Maybe(Integer(1)))
+@model_options("output", "input_module", "norm_mode", after={"norm_mode": "template"})
 def regions(
     model: nn.Module,
     plane: Any,
@@ -266,10 +268,8 @@ def regions(
     resolution: int = 512,
     max_regions: Optional[int] = None,
     merge_tol: float = 1e-12,
-    output: Any = None,
-    input_module: Optional[str] = None,
+    options: ModelOptions,
     template: Optional[torch.Tensor] = None,
-    norm_mode: Optional[NormMode] = None,
     norm_data: Any = None,
 ) -> RegionsResult:
     """The linear regions of ``model`` on a plane of its input space (Raghu et al., "On the
@@ -352,13 +352,12 @@ def regions(
         [0.125, 0.125, 0.125, 0.125, 0.25, 0.25]
     """
     where = "regions()"
-    adapter = ModelAdapter(model, output=output, input_module=input_module, norm_mode=norm_mode,
-                           where=where)
+    adapter = ModelAdapter(model, options, where=where)
     slice_ = _as_plane(plane, where)
     box = _box(bounds, where)
-    if method == "exact" and input_module is not None:
+    if method == "exact" and options.input_module is not None:
         raise invalid(where, "method='exact' on the model's own input (the engine traces the "
-                      "model from it)", f"input_module={input_module!r}",
+                      "model from it)", f"input_module={options.input_module!r}",
                       "use method='grid' to partition a plane of a submodule's output")
     raw = adapter.check_template(template)
     settings = {"method": method, "bounds": box, "resolution": resolution,

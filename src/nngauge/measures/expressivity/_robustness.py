@@ -25,7 +25,8 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, Numbers, constrained
 from nngauge._internal.layers import layer_kind
@@ -107,6 +108,7 @@ class WeightNoiseResult(Result):
 
 
 @constrained(noise_levels=Numbers(0), n_repeats=Integer(1))
+@model_options("output", "norm_mode")
 def weight_noise_robustness(
     model: nn.Module,
     data: Any,
@@ -117,8 +119,7 @@ def weight_noise_robustness(
     n_repeats: int = 5,
     batch_size: int = 1000,
     chunk_size: Optional[int] = None,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = None,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> WeightNoiseResult:
     """Accuracy of ``model`` when relative Gaussian noise is added to one layer at a time.
@@ -168,7 +169,7 @@ def weight_noise_robustness(
     """
     where = "weight_noise_robustness()"
     levels = tuple(float(a) for a in noise_levels)
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     chosen, skipped = _layers(adapter.model, layers, where)
     source = data if labels is None else (data, labels)
     clean_correct, predictions_width = 0, None

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
@@ -110,6 +111,8 @@ class TrajectoryLengthResult(Result):
 
 
 @constrained(tol=Real(0, low_open=True), max_points=Integer(2))
+@model_options("output", "input_module", "norm_mode", "dropout",
+               after={"norm_mode": "template", "dropout": "norm_data"})
 def trajectory_length(
     model: nn.Module,
     trajectory: Any,
@@ -117,12 +120,9 @@ def trajectory_length(
     layers: Optional[Sequence[str]] = None,
     tol: float = 1e-3,
     max_points: int = 2**14 + 1,
-    output: Any = None,
-    input_module: Optional[str] = None,
+    options: ModelOptions,
     template: Optional[torch.Tensor] = None,
-    norm_mode: Optional[NormMode] = None,
     norm_data: Any = None,
-    dropout: bool = False,
 ) -> TrajectoryLengthResult:
     """Arc length of the image of a trajectory at every layer (Raghu et al. 2017, sec. 2.2).
 
@@ -165,8 +165,7 @@ def trajectory_length(
     """
     where = "trajectory_length()"
     traj = as_trajectory(trajectory, where)
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     raw = adapter.check_template(template)
     with adapter.active(data=norm_data), torch.no_grad():
         adapter.require_independent_samples()

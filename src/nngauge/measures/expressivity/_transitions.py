@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
@@ -133,6 +134,8 @@ class TransitionsResult(Result):
 
 
 @constrained(method=Choice.literal(Method), max_pieces=Maybe(Integer(1)))
+@model_options("output", "input_module", "norm_mode", "dropout",
+               after={"norm_mode": "template", "dropout": "norm_data"})
 def transitions(
     model: nn.Module,
     x0: Any,
@@ -145,12 +148,9 @@ def transitions(
     min_width: float = 1e-7,
     max_evaluations: int = 2**16,
     max_pieces: Optional[int] = None,
-    output: Any = None,
-    input_module: Optional[str] = None,
+    options: ModelOptions,
     template: Optional[torch.Tensor] = None,
-    norm_mode: Optional[NormMode] = None,
     norm_data: Any = None,
-    dropout: bool = False,
 ) -> TransitionsResult:
     """Neuron transitions and distinct activation patterns along x(t) (Raghu et al. 2017,
     section 2.1, Corollary 1).
@@ -225,12 +225,11 @@ def transitions(
         (4, (3,), [[0.0, 0.25], [0.25, 0.5], [0.5, 0.75], [0.75, 1.0]])
     """
     where = "transitions()"
-    adapter = ModelAdapter(model, output=output, input_module=input_module, norm_mode=norm_mode,
-                           dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     traj = _trajectory(x0, x1, where)
-    if method == "exact" and input_module is not None:
+    if method == "exact" and options.input_module is not None:
         raise invalid(where, "method='exact' on the model's own input (the engine traces the "
-                      "model from it)", f"input_module={input_module!r}",
+                      "model from it)", f"input_module={options.input_module!r}",
                       "use method='sampled' to measure from a submodule's output")
     raw = adapter.check_template(template)
     settings = {"method": method, "merge_tol": merge_tol, "n_initial": n_initial,

@@ -41,6 +41,7 @@ import torch.fx as fx
 from torch import nn
 
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions
 from nngauge._constraints import Integer, Numbers, constrained
 from nngauge._internal.data import collect
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name
@@ -191,7 +192,7 @@ def sharpness_conditions(
     """
     where = "sharpness_conditions()"
     deltas = tuple(float(d) for d in deltas)
-    adapter = ModelAdapter(model, norm_mode="eval", where=where)
+    adapter = ModelAdapter(model, ModelOptions(norm_mode="eval"), where=where)
     float_input_shape(data, where)
     x = collect(data, where=where, max_samples=max_samples).inputs.to("cpu", torch.float64)
     graph = folded_graph(model, tuple(x.shape[1:]), where)

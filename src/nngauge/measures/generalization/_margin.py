@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Real, constrained
 from nngauge._internal.losses import flat_scores
 from nngauge.errors import invalid
@@ -54,15 +55,15 @@ class MarginResult(Result):
 
 
 @constrained(percentile=Real(0, 100, high_open=True))
+@model_options("output", norm_mode="eval", after={"norm_mode": "batch_size"})
 def margin(
     model: nn.Module,
     data: Any,
     labels: Any = None,
     *,
     percentile: float = 5,
-    output: Any = None,
+    options: ModelOptions,
     batch_size: int = 1024,
-    norm_mode: Optional[NormMode] = "eval",
 ) -> MarginResult:
     """The margins f(x)[y] - max_{y' != y} f(x)[y'] (eq. 2) and their epsilon-margin.
 
@@ -97,7 +98,7 @@ def margin(
         [1.5, 1.0]
     """
     where = "margin()"
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     values = margins_of(scores, targets)
     return MarginResult(
@@ -120,14 +121,6 @@ def epsilon_margin(margins: np.ndarray, percentile: float) -> float:
     """The k-th smallest margin, k = max(1, ceil(percentile / 100 * m))."""
     k = max(1, math.ceil(percentile / 100.0 * len(margins) - 1e-9))
     return float(np.partition(margins, k - 1)[k - 1])
-
-
-def class_scores(model: nn.Module, data: Any, labels: Any, *, output: Any, batch_size: int,
-                 where: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eval-mode scores (m, k) and validated integer labels (m,) of labelled data (positions of
-    sequence outputs flattened into points)."""
-    return adapter_scores(ModelAdapter(model, output=output, norm_mode="eval", where=where),
-                          data, labels, batch_size=batch_size)
 
 
 def adapter_scores(adapter: ModelAdapter, data: Any, labels: Any, *, batch_size: int

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -44,6 +44,7 @@ from nngauge._internal.spectral import (
     power_iteration,
 )
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
@@ -267,6 +268,7 @@ class CapacityResult(Result):
 
 @renamed(margin_percentile="percentile")
 @constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
+@model_options("output")
 def capacity(
     model: nn.Module,
     data: Any,
@@ -274,7 +276,7 @@ def capacity(
     *,
     percentile: float = 5,
     bias: bool = True,
-    output: Any = None,
+    options: ModelOptions,
     batch_size: int = 1024,
 ) -> CapacityResult:
     """The norm- and path-based capacities over margin of section 2.2, and section 2.3's
@@ -330,7 +332,7 @@ def capacity(
     if not 0 <= percentile < 100:
         raise invalid(where, "percentile in [0, 100)", f"{percentile!r}",
                       "pass e.g. percentile=5 (the paper)")
-    adapter = ModelAdapter(model, output=output, norm_mode="eval", where=where)
+    adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     margins = margins_of(scores, targets)
     gamma = epsilon_margin(margins, percentile)

@@ -37,7 +37,8 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from nngauge._constraints import Choice, Integer, Maybe, Numbers, Real, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._internal.losses import LOSS, Loss, labelled_tensors, scalar_loss, with_labels
 from nngauge._vocabulary import legacy_layout, renamed
@@ -240,6 +241,7 @@ def _old_layout(name: str):
 @constrained(loss=LOSS, alpha=Real(0, low_open=True), n_iter=Integer(1),
              lr=Real(0, low_open=True), momentum=Real(0, 1, high_open=True),
              eval_batch_size=Integer(1))
+@model_options("output", norm_mode="eval")
 def sharpness(
     model: nn.Module,
     data: Any,
@@ -252,8 +254,7 @@ def sharpness(
     momentum: float = 0.9,
     batch_size: int = 64,
     eval_batch_size: int = 1024,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = "eval",
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> SharpnessResult:
     """Keskar's sharpness zeta_alpha (eq. 4) by projected stochastic gradient ascent.
@@ -296,7 +297,7 @@ def sharpness(
     """
     where = "sharpness()"
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     with adapter.active(data=data):
         x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)
@@ -334,6 +335,7 @@ def sharpness(
 @constrained(loss=LOSS, alpha=Real(0, low_open=True), n_probes=Integer(1),
              noise=Choice.literal(Noise), sigma=Maybe(Real(0, low_open=True)),
              method=Choice.literal(Method))
+@model_options("output", norm_mode="eval")
 def expected_sharpness(
     model: nn.Module,
     data: Any,
@@ -347,8 +349,7 @@ def expected_sharpness(
     sigma: Optional[float] = None,
     method: Method = "auto",
     chunk_size: Optional[int] = None,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = "eval",
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> ExpectedSharpnessResult:
     """Expected sharpness E_nu[L(w + nu)] - L(w) under Gaussian nu, and the KL term.
@@ -425,7 +426,7 @@ def expected_sharpness(
         raise invalid(where, "sigma only with noise='isotropic'", f"sigma={sigma!r}",
                       "pass noise='isotropic' or drop sigma")
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     scale = alpha if noise == "relative" or sigma is None else sigma
     with adapter.active(data=data):
         x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
@@ -452,6 +453,7 @@ def expected_sharpness(
              delta=Real(0, 1, open=True), n_probes=Integer(1), noise=Choice.literal(Noise),
              form=Choice.literal(BoundForm), method=Choice.literal(Method),
              eval_batch_size=Integer(1))
+@model_options("output", norm_mode="eval")
 def pac_bayes(
     model: nn.Module,
     data: Any,
@@ -467,8 +469,7 @@ def pac_bayes(
     method: Method = "auto",
     chunk_size: Optional[int] = None,
     eval_batch_size: int = 1024,
-    output: Any = None,
-    norm_mode: Optional[NormMode] = "eval",
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> PACBayesResult:
     """The bi-criteria curve (KL vs expected sharpness over alpha, Figure 2) and the bound.
@@ -504,7 +505,7 @@ def pac_bayes(
     where = "pac_bayes()"
     alphas = [float(a) for a in alphas]
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     with adapter.active(data=data):
         x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from nngauge._constraints import Integer, Real, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
@@ -81,6 +82,7 @@ class CorrelationResult(Result):
 
 @renamed(search_steps="n_iter", search_lr="lr")
 @constrained(max_samples=Integer(2), n_iter=Integer(0), lr=Real(0, low_open=True))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def correlations(
     model: nn.Module,
     data: Any,
@@ -89,10 +91,7 @@ def correlations(
     max_samples: int = 500,
     n_iter: int = 0,
     lr: float = 0.01,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> CorrelationResult:
     """Cosine similarities of all input pairs at every layer, and rho_max.
@@ -124,8 +123,7 @@ def correlations(
         ('input', True)
     """
     where = "correlations()"
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     with adapter.active(generator=generator, data=data):
         batch = adapter.collect(data, max_samples)
         if len(batch) < 2:

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from nngauge._constraints import Integer, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import LOSS, Loss, LossFn, resolve_loss, with_labels
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
@@ -73,6 +74,7 @@ def _mean_of_per_sample(loss_fn: Optional[LossFn]) -> Any:
 
 @renamed(loss_fn=("loss", _mean_of_per_sample))
 @constrained(loss=LOSS, n_iter=Integer(1))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def gradient_metrics(
     model: nn.Module,
     data: Any,
@@ -82,10 +84,7 @@ def gradient_metrics(
     batch_size: int = 250,
     n_batches: Optional[int] = None,
     n_iter: int = 100,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> GradientMetrics:
     """Gradient size and Lipschitz estimate (NLC paper section 6), for comparison with the NLC.
@@ -116,8 +115,7 @@ def gradient_metrics(
     """
     where = "gradient_metrics()"
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     sq_total, loss_total, lipschitz, n, d_in = 0.0, 0.0, 0.0, 0, 0
     with adapter.active(generator=generator, data=data):
         coupled = adapter.coupled

@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Flag, Integer, Real, constrained
 from nngauge._internal.jacobian import (
     EXACT_MEMORY,
@@ -139,6 +140,7 @@ class JacobianNormResult(Result):
 @constrained(ord=Choice.literal(Ord), rms=Flag(), method=Choice.literal(FroMethod),
              op_method=Choice.literal(OpMethod), n_probes=Integer(1), n_iter=Integer(1),
              tol=Real(0, 1, open=True))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def jacobian_norm(
     model: nn.Module,
     data: Any,
@@ -153,10 +155,7 @@ def jacobian_norm(
     tol: float = 1e-6,
     batch_size: int = 250,
     n_batches: Optional[int] = None,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> JacobianNormResult:
     """Operator or Frobenius norms of the input-output Jacobian over data.
@@ -199,8 +198,7 @@ def jacobian_norm(
         1.0
     """
     where = "jacobian_norm()"
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     dims: dict[str, int] = {}
     skipped: dict[str, str] = {}
     d_in, n_samples, iterations = 0, 0, 0
@@ -223,7 +221,7 @@ def jacobian_norm(
             if ord == "op" and chosen_method is None:
                 chosen_method = choose_op_method(op_method, x, _measurable(outputs, skipped),
                                                  coupled=coupled, n_iter=n_iter,
-                                                 dropout=dropout, where=where)
+                                                 dropout=options.dropout, where=where)
             if chosen_method == "exact":
                 exact = _exact(adapter, step, chosen, _measurable(outputs, skipped), coupled)
                 if exact is None:

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Integer, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.probing import OUTPUT
@@ -102,6 +103,7 @@ class KernelConditioning(Result):
 
 
 @constrained(kind=Choice.literal(Kind), max_samples=Integer(2), n_probes=Integer(1))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def kernel_conditioning(
     model: nn.Module,
     data: Any,
@@ -110,10 +112,7 @@ def kernel_conditioning(
     layers: Optional[Sequence[str]] = None,
     max_samples: int = 200,
     n_probes: int = 8,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> KernelConditioning:
     """Per-layer empirical conjugate kernel or NTK, their condition numbers and mean
@@ -146,8 +145,7 @@ def kernel_conditioning(
         'output'
     """
     where = "kernel_conditioning()"
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     rows, skipped = [], {}
     with adapter.active(generator=generator, data=data):

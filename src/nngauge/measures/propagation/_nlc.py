@@ -26,8 +26,9 @@ from typing import Any, Literal, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._constraints import Choice, Integer, constrained
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.jacobian import (
     exact_squared_columns,
     forward_tangents,
@@ -151,6 +152,7 @@ class NLCProfile(Result):
 
 
 @constrained(method=Choice.literal(Method), n_probes=Integer(1))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def nlc(
     model: nn.Module,
     data: Any,
@@ -159,10 +161,7 @@ def nlc(
     n_batches: Optional[int] = None,
     method: Method = "probe",
     n_probes: int = 1,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> NLCResult:
     """The nonlinearity coefficient of ``model`` on ``data`` (NLC paper, Definition 1).
@@ -216,8 +215,7 @@ def nlc(
         >>> round(nlc(model, x, generator=torch.Generator().manual_seed(2)).nlc, 1) > 0.5
         True
     """
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where="nlc()")
+    adapter = ModelAdapter(model, options, where="nlc()")
     profile = _nlc_pass(adapter, data, None, (), batch_size=batch_size, n_batches=n_batches,
                         method=method, n_probes=n_probes, generator=generator)
     out = profile.layers[-1]
@@ -232,6 +230,7 @@ def nlc(
 
 
 @constrained(method=Choice.literal(Method), n_probes=Integer(1))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def nlc_profile(
     model: nn.Module,
     data: Any,
@@ -241,10 +240,7 @@ def nlc_profile(
     n_batches: Optional[int] = None,
     method: Method = "probe",
     n_probes: int = 1,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> NLCProfile:
     """NLC of the sub-network from the input to each layer, and of the whole network.
@@ -263,8 +259,7 @@ def nlc_profile(
     Returns:
         :class:`NLCProfile` whose last row, ``"output"``, is the whole network.
     """
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where="nlc_profile()")
+    adapter = ModelAdapter(model, options, where="nlc_profile()")
     return _nlc_pass(adapter, data, layers, PROFILE_KINDS, batch_size=batch_size,
                      n_batches=n_batches, method=method, n_probes=n_probes, generator=generator)
 

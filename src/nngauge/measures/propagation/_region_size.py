@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import (MeasurementMode, ModelAdapter, NormMode,
+from nngauge._internal.adapter import (MeasurementMode, ModelAdapter,
                                        mappable_batch_statistics)
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.jacobian import JacobianProducts
@@ -88,6 +89,7 @@ class RegionSize(Result):
 
 @constrained(n_input_directions=Integer(1), n_output_directions=Integer(1),
              k_max=Real(K_MIN, low_open=True))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def linear_region_diameter(
     model: nn.Module,
     data: Any,
@@ -97,10 +99,7 @@ def linear_region_diameter(
     n_input_directions: int = 10,
     n_output_directions: int = 10,
     k_max: float = 1e3,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> RegionSize:
     """Relative diameter of the linearly approximable region (NLC paper E.1, figure 1).
@@ -118,9 +117,8 @@ def linear_region_diameter(
     Returns:
         :class:`RegionSize` (median over batches x U x V).
     """
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where="linear_region_diameter()",
-                           precision=torch.float64)
+    adapter = ModelAdapter(model, replace(options, precision=torch.float64),
+                           where="linear_region_diameter()")
     values = []
     for fs, predicted, _, diameter in _walks(adapter, data, batch_size, n_batches,
                                              n_input_directions, k_max, generator,
@@ -138,6 +136,7 @@ def linear_region_diameter(
 
 
 @constrained(n_input_directions=Integer(1), k_max=Real(K_MIN, low_open=True))
+@model_options("output", "input_module", "norm_mode", "dropout")
 def error_preserving_perturbation(
     model: nn.Module,
     data: Any,
@@ -147,10 +146,7 @@ def error_preserving_perturbation(
     n_batches: int = 10,
     n_input_directions: int = 10,
     k_max: float = 1e3,
-    output: Any = None,
-    input_module: Optional[str] = None,
-    norm_mode: Optional[NormMode] = None,
-    dropout: bool = False,
+    options: ModelOptions,
     generator: Optional[torch.Generator] = None,
 ) -> RegionSize:
     """Largest perturbation keeping the error over the path within 5% (NLC paper E.3).
@@ -167,8 +163,7 @@ def error_preserving_perturbation(
     """
     where = "error_preserving_perturbation()"
     data = with_labels(data, labels, where)
-    adapter = ModelAdapter(model, output=output, input_module=input_module,
-                           norm_mode=norm_mode, dropout=dropout, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     values, base_errors = [], []
     for fs, _, labels, diameter in _walks(adapter, data, batch_size, n_batches,
                                           n_input_directions, k_max, generator, with_jvp=False):

@@ -16,13 +16,14 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 import torch
 from torch import nn
 
 from nngauge._constraints import Check, constrained
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, NormMode, batch_coupled
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, batch_coupled
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import check_min_samples
 from nngauge._vocabulary import legacy_layout
 from nngauge.errors import invalid
@@ -110,8 +111,9 @@ def _start_end_as_layers(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
 @legacy_layout("skim(model, start, end, data)", "skim(model, data, *, layers=(start, end))",
                matches=_start_end_first, translate=_start_end_as_layers)
 @constrained(layers=BLOCK)
-def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]], output: Any = None,
-         norm_mode: Optional[NormMode] = None) -> SkimResult:
+@model_options("output", "norm_mode")
+def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]],
+         options: ModelOptions) -> SkimResult:
     """Replace a block of children of an ``nn.Sequential`` by their linearization around the
     mean input to the block (shrinkage paper section 4.2).
 
@@ -138,7 +140,7 @@ def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]], outp
     """
     where = "skim()"
     start, end = (layers, layers) if isinstance(layers, str) else layers
-    adapter = ModelAdapter(model, output=output, norm_mode=norm_mode, where=where)
+    adapter = ModelAdapter(model, options, where=where)
     work = adapter.model
     parent, keys = _block(work, start, end, where)
     block = nn.Sequential(*[parent[i] for i in keys])
