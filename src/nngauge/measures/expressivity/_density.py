@@ -48,6 +48,8 @@ Points = Literal["data", "random"]
 Neighbourhood = Literal["cross-polytope", "cube"]
 MAX_CUBE_DIMS = 12
 """A cube neighbourhood of P dimensions has 2^P vertices: at most 4,096 per point."""
+RELATIVE_RADIUS = 0.05
+"""``radius=None``: r is this fraction of the RMS distance of the samples to their mean."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ class RegionDensityResult(Result):
 
 
 @renamed(n_points="max_samples")
-@constrained(radius=Real(0, low_open=True), n_directions=Integer(1),
+@constrained(radius=Maybe(Real(0, low_open=True)), n_directions=Integer(1),
              method=Choice.literal(Method), points=Choice.literal(Points),
              max_samples=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
              neighbourhood_dims=Maybe(Integer(1)))
@@ -169,7 +171,7 @@ def region_density(
     model: nn.Module,
     data: Any,
     *,
-    radius: float,
+    radius: Optional[float] = None,
     n_directions: int = 8,
     layers: Optional[Sequence[str]] = None,
     method: Method = "exact",
@@ -248,7 +250,10 @@ def region_density(
             with running or frozen statistics: ``norm_mode``).
         data: the points: a tensor (n, ...), numpy array, (inputs, labels) pair, Dataset or
             DataLoader of floating inputs; the first ``max_samples`` are used.
-        radius: r > 0, in input units: the segments' half-length and the neighbourhood's radius.
+        radius: r > 0, in input units: the segments' half-length and the neighbourhood's radius;
+            None: 0.05 x the root-mean-square distance of the samples to their mean,
+            sqrt(mean_i ||x_i - mean_j x_j||^2) (a fixed fraction of the data's spread, at
+            least 2 distinct samples).
         n_directions: D >= 1, segments per point.
         layers: site names of the rows (``result.layers[i].name``); default all. The density
             always counts every site; ``local_complexity`` sums the rows.
@@ -279,7 +284,8 @@ def region_density(
 
     Raises:
         InvalidInputError: radius not positive, n_directions < 1, bad options, non-floating
-            data, fewer than 2 samples for ``points="random"``, a cube of more than 12
+            data, fewer than 2 samples for ``points="random"``, samples without spread for
+            ``radius=None``, a cube of more than 12
             dimensions, a model with operations that are not piecewise linear for the exact
             method (the error names each and suggests ``method="sampled"``), batchnorm in
             train mode.
@@ -303,6 +309,8 @@ def region_density(
                       "measure a network on real-valued inputs (for a token model, its layers "
                       "after the embedding, on embedded inputs)")
     samples = samples.detach().to(torch.float64)
+    if radius is None:
+        radius = _spread_radius(samples, where)
     centers = samples if points == "data" else _random_points(samples, generator, where)
     n, shape = len(centers), tuple(centers.shape[1:])
     directions = _unit_directions(n, n_directions, shape, generator).to(centers.device)
@@ -340,6 +348,17 @@ def region_density(
         near_coincident=lines.near_coincident, n_evaluations=lines.n_evaluations,
         budget_exhausted=lines.budget_exhausted, centers=centers.cpu(),
         directions=directions.cpu())
+
+
+def _spread_radius(samples: torch.Tensor, where: str) -> float:
+    """:data:`RELATIVE_RADIUS` x the RMS distance of the samples to their mean."""
+    points = samples.flatten(1)
+    spread = float((points - points.mean(0)).pow(2).sum(1).mean().sqrt())
+    if not spread > 0:
+        raise invalid(where, "at least 2 distinct samples (radius=None is a fraction of their "
+                      "spread)", f"{len(points)} sample(s), spread {spread:g}",
+                      "pass more samples, or radius=<half-length in input units>")
+    return RELATIVE_RADIUS * spread
 
 
 def _random_points(samples: torch.Tensor, generator: Optional[torch.Generator],
