@@ -332,7 +332,7 @@ ENTRIES: tuple[Entry, ...] = (
     _proxy("kernel_condition", "predictor", ("conditioning", "section 3, figure 1"),
            reads="points", cheap={"max_samples": 8}),
     _proxy("trajectory_growth", "predictor", ("expressivity", "section 2.2, Theorem 3"),
-           reads="points", cheap={"max_samples": 3, "resolution": 64}),
+           reads="points", cheap={"max_samples": 3, "resolution": 64, "max_points": 65}),
     _proxy("region_density", "predictor", ("hanin-rolnick", "section 3"), reads="points",
            cheap={"max_samples": 2, "n_directions": 2}),
 )
