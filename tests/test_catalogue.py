@@ -231,7 +231,8 @@ def test_every_measure_section_of_the_report_names_an_entry_and_cites_its_paper(
 def test_a_section_naming_an_unknown_entry_is_refused():
     from nngauge.report import SectionBuilder
 
-    with pytest.raises(UnknownNameError, match="expected a measure or proxy name.*'nlcc'"):
+    with pytest.raises(UnknownNameError, match="expected measure= a name of nngauge.catalogue"
+                                               r"\(\); got 'nlcc'.*Fix"):
         SectionBuilder("x", "X", "", lambda ctx: None, "nlcc")
     with pytest.raises(UnknownNameError):
         SectionBuilder.of_measure("x", "X", "nlcc", lambda ctx: None)

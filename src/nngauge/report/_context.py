@@ -14,6 +14,7 @@ from nngauge._catalogue import catalogue
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.sites import Site
 from nngauge._results import plain
+from nngauge.errors import UnknownNameError
 
 
 class NotApplicable(Exception):
@@ -246,8 +247,11 @@ class SectionBuilder:
     measure: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if self.measure is not None:
-            catalogue()[self.measure]  # an unknown name raises, naming the catalogue's
+        if self.measure is not None and self.measure not in catalogue():
+            raise UnknownNameError(
+                f"SectionBuilder expected measure= a name of nngauge.catalogue(); got "
+                f"{self.measure!r}. Fix: use one of {sorted(catalogue().names())}, or None for "
+                "a section that presents no measure.")
 
     @classmethod
     def of_measure(cls, key: str, title: str, measure: str, run: Callable[[Context],

@@ -313,7 +313,8 @@ def _kernel_conditioning(model, parts, batch_size, generator):
     from nngauge.measures import kernel_conditioning
 
     depth, width = model.config.depth, model.config.width
-    hidden = [row for row in kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
+    rows = kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
+    hidden = [row for row in rows
               if row.name.startswith("layers.") and row.name != f"layers.{depth - 1}.linear"]
     return {"kernel_condition_number": hidden[-1].condition_number if hidden else math.nan}
 

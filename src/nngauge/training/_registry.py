@@ -235,10 +235,8 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
         for argument, source in inputs.items():
             if argument not in arguments:
                 arguments[argument] = source(at, name)
-        for key, value in arguments.items():
-            if value is DATA_SIZE:
-                arguments[key] = _size(arguments["data"])
-        return function(model, **arguments)
+        return function(model, **{key: _size(arguments["data"]) if value is DATA_SIZE else value
+                                  for key, value in arguments.items()})
 
     return run
 
