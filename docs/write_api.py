@@ -100,8 +100,44 @@ def deprecated_names() -> str:
     return "\n".join(lines)
 
 
+def _options(options: dict[str, Any]) -> str:
+    return ", ".join(f"`{key}={value!r}`" for key, value in options.items())
+
+
+def catalogue_table() -> str:
+    """The API table of every public measure and proxy, from :func:`nngauge.catalogue`: what
+    it reads, whether it needs labels, what it returns (its headline fields), its paper and
+    the Tracker's defaults (the options it needs without default besides)."""
+    from nngauge import catalogue
+
+    lines = ["| function | kind | family | reads | labels | returns: headline | paper "
+             "| Tracker defaults |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for entry in catalogue():
+        returns = entry.result or inspect.signature(
+            inspect.unwrap(entry.function)).return_annotation
+        options = entry.tracker_options
+        if options is None:
+            tracker = "not tracked"
+        else:
+            needed = [name for name in entry.requires if name not in options]
+            tracker = "; ".join(filter(None, [_options(options) or "the function's",
+                                              _needs(needed)]))
+        headline = ", ".join(entry.headline)
+        lines.append(f"| `{entry.qualified_name}` | {entry.kind} | {entry.family} | "
+                     f"{entry.reads} | {'yes' if entry.labels else 'no'} | "
+                     f"`{returns}`{': ' + headline if headline else ''} | "
+                     f"{entry.short_citation} | {tracker} |")
+    return "\n".join(lines)
+
+
+def _needs(names: list[str]) -> str:
+    return ("needs " + ", ".join(f"`{name}=`" for name in names)) if names else ""
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "deprecated-names": deprecated_names,
+    "catalogue": catalogue_table,
 }
 """Generated section name -> the function writing its body (Markdown, no trailing newline)."""
 

@@ -38,7 +38,7 @@ EXPECTED_REFUSALS = {
     "fold_batchnorm": {"mobilenet_block",  # BatchNormAct2d would lose its activation
                        "gpt_small", "bert_small", "lstm", "lstm_tokens"},  # untraceable/tokens
     "hessian": {"mobilenet_block"},  # torch has no second derivative of hardsigmoid
-    "landscape_regions": {"lstm", "lstm_tokens"},  # no activation modules: no patterns
+    "loss_landscape[regions]": {"lstm", "lstm_tokens"},  # no activation modules: no patterns
     "weight_transitions": {"vit_small", "gpt_small", "bert_small", "lstm", "lstm_tokens",
                            "groupnorm_cnn", "mobilenet_block", "convnext_block",
                            "elementwise_zoo"},  # not piecewise linear from their input
@@ -48,10 +48,11 @@ EXPECTED_REFUSALS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("model_name", list(ZOO))
 def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
-    """Every measure of the conformance matrix on this zoo network ends in a value or an
-    NNGaugeError saying what was expected and how to fix it, never a crash; none changes the
-    model's state; the measures every network supports give a value, and exact transitions,
-    Hessian, landscape regions and weight transitions refuse exactly the expected networks."""
+    """Every measure and proxy of the conformance matrix (every catalogue entry and variant)
+    on this zoo network ends in a value or an NNGaugeError saying what was expected and how to
+    fix it, never a crash; none changes the model's state; the measures every network
+    supports give a value, and exact transitions, Hessian, landscape regions and weight
+    transitions refuse exactly the expected networks."""
     cells = [run_cell(measure, model_name)[0] for measure in MEASURES]
     crashes = [f"{c.measure}: {c.summary}" for c in cells if c.status == "crash"]
     assert not crashes, crashes
@@ -65,14 +66,14 @@ def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
             assert cell.status == "refused", (cell.measure, cell.summary)
     # the measures every network supports
     always = ("nlc", "nlc_profile", "jacobian_norm", "gradient_metrics", "correlations",
-              "kernel_conjugate", "kernel_ntk", "linear_region_diameter",
-              "error_preserving_perturbation", "trajectory_length", "transitions_sampled",
+              "kernel_conditioning", "kernel_conditioning[ntk]", "linear_region_diameter",
+              "error_preserving_perturbation", "trajectory_length", "transitions[sampled]",
               "activation_patterns", "margin", "sharpness", "expected_sharpness", "pac_bayes",
               "loss_landscape")
     assert [c.measure for c in cells if c.measure in always and c.status != "ok"] == []
-    exact = next(c for c in cells if c.measure == "transitions_exact")
+    exact = next(c for c in cells if c.measure == "transitions")
     assert exact.status == ("ok" if ZOO[model_name].piecewise_linear else "refused"), exact
-    for measure in ("hessian", "landscape_regions", "weight_transitions"):
+    for measure in ("hessian", "loss_landscape[regions]", "weight_transitions"):
         cell = next(c for c in cells if c.measure == measure)
         expected = "refused" if model_name in EXPECTED_REFUSALS[measure] else "ok"
         assert cell.status == expected, (measure, cell.summary)
@@ -300,7 +301,7 @@ def test_activations_are_recognised_by_behaviour_and_unknown_modules_listed():
 
 
 DROPOUT_MEASURES = ["nlc", "nlc_profile", "gradient_metrics", "jacobian_norm", "correlations",
-                    "kernel_conjugate", "linear_region_diameter"]
+                    "kernel_conditioning", "linear_region_diameter"]
 
 
 @pytest.mark.parametrize("measure", list(MEASURES))

@@ -116,9 +116,10 @@ def test_trajectory_growth_is_the_geometric_mean_of_the_measured_growths(net, x)
 
 
 def test_region_density_equals_the_measure_at_the_default_radius(net, x):
-    """region_density is nngauge.region_density's density on the first n_points samples with
-    the same generator, at r = 0.05 x the RMS distance between two of those samples (computed
-    here over all pairs); its local-complexity shortcut leaves the density unchanged."""
+    """region_density is nngauge.region_density's density on the first max_samples samples
+    with the same generator, at the measure's default r = 0.05 x the RMS distance between two
+    of those samples (computed here over all pairs); its local-complexity shortcut leaves the
+    density unchanged."""
     points = x[:6].double()
     pairs = torch.cdist(points, points)[tuple(torch.triu_indices(6, 6, 1))]
     radius = 0.05 * float(pairs.pow(2).mean().sqrt())

@@ -11,7 +11,9 @@ import nngauge
 from nngauge.data import waveform_noise
 from nngauge.errors import MissingDependencyError, NNGaugeError
 from nngauge.nn import mlp
-from nngauge.trajectories import arc, line
+from nngauge import catalogue
+from nngauge.errors import InvalidInputError
+from nngauge.trajectories import arc, line, plane
 from nngauge.training import REGISTRY, Tracker
 from nngauge.training._flatten import columns
 from nngauge.training._registry import TrackedMeasure
@@ -28,8 +30,10 @@ def _gen():
 
 
 def _spread_radius(points):
+    """0.05 x the RMS distance between two of the points, computed over all pairs."""
     flat = points.flatten(1).double()
-    return 0.05 * float((flat - flat.mean(0)).pow(2).sum(1).mean().sqrt())
+    pairs = torch.cdist(flat, flat)[tuple(torch.triu_indices(len(flat), len(flat), 1))]
+    return 0.05 * float(pairs.pow(2).mean().sqrt())
 
 
 DIRECTION = torch.randn(16, 16, generator=torch.Generator().manual_seed(7))
@@ -70,6 +74,19 @@ FUNCTIONAL = {
                            lambda m, x, y: nngauge.weight_transitions(
                                m, x, layer="layers.1.linear", direction={"weight": DIRECTION},
                                norm_mode="eval")),
+    # measures the catalogue made trackable (reads: plane, points, batch)
+    "regions": ({}, lambda m, x, y: nngauge.regions(m, plane(x[0], x[1], x[2]),
+                                                    norm_mode="eval")),
+    "dichotomies": ({"layer": "layers.1.linear", "resolution": 64},
+                    lambda m, x, y: nngauge.dichotomies(m, x, layer="layers.1.linear",
+                                                        resolution=64, generator=_gen())),
+    "weight_noise_robustness": ({"n_repeats": 2}, lambda m, x, y:
+                                nngauge.weight_noise_robustness(m, (x, y), n_repeats=2,
+                                                                generator=_gen())),
+    "linear_region_diameter": ({}, lambda m, x, y: nngauge.linear_region_diameter(
+        m, (x, y), batch_size=len(x), n_batches=1, generator=_gen())),
+    "error_preserving_perturbation": ({}, lambda m, x, y: nngauge.error_preserving_perturbation(
+        m, (x, y), batch_size=len(x), n_batches=1, generator=_gen())),
 }
 
 
@@ -85,7 +102,34 @@ def _assert_same_row(row, expected):
 
 def test_every_registered_measure_has_a_functional_check():
     assert set(REGISTRY) == set(FUNCTIONAL) | {"nlc", "gradient_metrics", "weight_norm",
-                                               "grad_norm"}  # those: test_tracker.py
+                                               "grad_norm",  # those: test_tracker.py
+                                               "skim"}  # below: an nn.Sequential's block
+
+
+def test_skim_tracks_a_block_of_a_sequential_network():
+    net = nn.Sequential(nn.Linear(40, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                        nn.Linear(16, 3))
+    x, y = waveform_noise(24, generator=1)
+    row = Tracker([("skim", {"layers": ("1", "3")})], data=(x, y)).step(net, step=2)
+    assert row.pop("step") == 2
+    _assert_same_row(row, columns("skim", nngauge.skim(net, (x, y), layers=("1", "3"),
+                                                       norm_mode="eval")))
+
+
+REQUIRING = [entry.name for entry in catalogue().measures()
+             if entry.track is not None and set(entry.requires) - set(entry.tracker_options)]
+
+
+def test_the_measures_that_need_options_are_those_of_the_catalogue():
+    assert set(REQUIRING) == {"skim", "dichotomies", "weight_transitions"}
+
+
+@pytest.mark.parametrize("name", REQUIRING)
+def test_a_tracker_without_a_required_option_is_refused_naming_it(name):
+    required = catalogue()[name].requires
+    with pytest.raises(InvalidInputError, match=r"expected the option\(s\) " + ", ".join(
+            f"{option}=" for option in required) + ".*Fix: pass them"):
+        Tracker([name])
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONAL))
@@ -100,15 +144,18 @@ def test_tracked_values_equal_the_functional_call(name):
 
 
 def test_tracking_every_measure_leaves_the_training_state_alone():
-    net = mlp(40, 16, 2, 3, norm="batch", generator=torch.Generator().manual_seed(0))
+    # mlp(40, 16, 2, 3, norm="batch") as an nn.Sequential, whose blocks skim can linearize
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(40, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 3))
     x, y = waveform_noise(32)
     nn.functional.cross_entropy(net(x), y).backward()
     state = {k: v.clone() for k, v in net.state_dict().items()}
     grads = [p.grad.clone() for p in net.parameters()]
     light = {"sharpness": {"n_iter": 3}, "expected_sharpness": {"n_probes": 4},
              "pac_bayes": {"n_probes": 4}, "jacobian_norm": {"n_iter": 3},
-             "weight_transitions": {"layer": "layers.0.linear",
-                                    "direction": {"weight": torch.randn(16, 40)}}}
+             "weight_transitions": {"layer": "0", "direction": {"weight": torch.randn(16, 40)}},
+             "skim": {"layers": ("0", "2")}, "dichotomies": {"layer": "3", "resolution": 32},
+             "weight_noise_robustness": {"n_repeats": 1}}
     names = list(REGISTRY)
     row = Tracker(names, options=light).step(net, (x, y))
     assert {n for n in names if n in row or any(c.startswith(n + "/") for c in row)} == \

@@ -25,7 +25,7 @@ from torch import nn
 
 import nngauge
 from nngauge import data as D
-from nngauge import proxies, theory
+from nngauge import proxies, theory, zoo
 from nngauge._constraints import GENERATOR
 from nngauge._random import seed_of
 from nngauge._vocabulary import LAYOUTS, RENAMES
@@ -52,12 +52,15 @@ WRITER.import_all()  # every decorated function registers its deprecated names o
 
 
 def _walked() -> dict[str, Callable]:
-    """Every public measure and proxy, theory and data function, and build_report."""
-    functions = {}
-    for module in (nngauge.measures, proxies, theory, D):
+    """Every function of the catalogue (every public measure and proxy), the other public
+    functions of nngauge.measures and nngauge.proxies (pac_bayes_bound, te_nas_rank), every
+    theory and data function, the zoo's builders and samplers, and build_report."""
+    functions = {entry.qualified_name: entry.function for entry in nngauge.catalogue()}
+    assert len(functions) == len(nngauge.catalogue())
+    for module in (nngauge.measures, proxies, theory, D, zoo):
         for name in module.__all__:
             obj = getattr(module, name)
-            if inspect.isfunction(obj):
+            if inspect.isfunction(obj) and obj not in functions.values():
                 functions[f"{module.__name__}.{name}"] = obj
     functions["nngauge.report.build_report"] = build_report
     return functions
@@ -150,6 +153,28 @@ class Case:
     old: dict
     new: dict
 
+
+def _weights(model: nn.Module) -> dict:
+    """A zoo network's parameters and buffers, for comparing two builds."""
+    return {name: value.float() for name, value in model.state_dict().items()}
+
+
+_ZOO_BUILDS: dict[str, Callable[..., nn.Module]] = {
+    "bert": lambda **kw: zoo.bert(32, 8, dim=8, depth=1, heads=1, **kw),
+    "gpt": lambda **kw: zoo.gpt(32, 8, dim=8, depth=1, heads=1, **kw),
+    "gpt_small": zoo.gpt_small,
+    "lstm_classifier": lambda **kw: zoo.lstm_classifier(4, 8, **kw),
+    "resnet18": lambda **kw: zoo.resnet18(width=4, **kw),
+    "resnet_small": zoo.resnet_small,
+    "vit": lambda **kw: zoo.vit(8, 4, dim=8, depth=1, heads=1, **kw),
+    "vit_small": zoo.vit_small,
+    "groupnorm_cnn": zoo.groupnorm_cnn,
+    "mobilenet_block_net": zoo.mobilenet_block_net,
+    "convnext_block_net": zoo.convnext_block_net,
+    "dropout_mlp": zoo.dropout_mlp,
+    "elementwise_zoo_net": zoo.elementwise_zoo_net,
+}
+"""The zoo's builders (small sizes where the defaults are large), each with a seed case."""
 
 SMALL = dict(batch_size=8, generator=0)
 CASES: dict[tuple[str, str], Case] = {
@@ -256,6 +281,16 @@ CASES: dict[tuple[str, str], Case] = {
         lambda **kw: nngauge.weight_transitions(NET, X[:4], direction={"bias": torch.ones(8)},
                                                 **kw),
         {"module": "0"}, {"layer": "0"}),
+    **{(f"nngauge.zoo.{name}", "seed"): Case(
+        lambda build=build, **kw: _weights(build(**kw)), {"seed": 5}, {"generator": 5})
+       for name, build in _ZOO_BUILDS.items()},
+    ("nngauge.zoo._registry._in_dtype", "seed"): Case(  # the zoo's float64 and bfloat16 entries
+        lambda **kw: _weights(zoo.ZOO["mlp_float64"].build(**kw)), {"seed": 5},
+        {"generator": 5}),
+    ("nngauge.zoo.sample_inputs", "seed"): Case(
+        lambda **kw: zoo.sample_inputs("gpt_small", 4, **kw), {"seed": 5}, {"generator": 5}),
+    ("nngauge.zoo.sample_labels", "seed"): Case(
+        lambda **kw: zoo.sample_labels("gpt_small", 4, **kw), {"seed": 5}, {"generator": 5}),
 }
 """One case per entry of RENAMES: (public function, old keyword) -> the call and both
 spellings. A rename without a case fails the tests below."""

@@ -27,22 +27,11 @@ from nngauge.errors import (
     UnknownNameError,
 )
 
-_MEASURES = (
-    "CapacityResult", "ConditionsResult", "CorrelationResult", "ExpectedSharpnessResult",
-    "GradientMetrics", "JacobianNormResult", "KernelConditioning", "MarginResult",
-    "MeasurementMode",
-    "NLCProfile", "NLCResult", "PACBayesResult", "RegionSize", "SharpnessResult", "SkimResult",
-    "capacity", "correlations", "error_preserving_perturbation", "expected_sharpness",
-    "fold_batchnorm", "gradient_metrics", "jacobian_norm", "kernel_conditioning",
-    "linear_region_diameter", "margin", "nlc", "nlc_profile", "pac_bayes", "path_norm",
-    "sharpness", "sharpness_conditions", "skim",
-    "ActivationPatternsResult", "DichotomiesResult", "TrajectoryLengthResult",
-    "TransitionsResult", "WeightNoiseResult", "activation_patterns", "dichotomies",
-    "trajectory_length", "transitions", "weight_noise_robustness",
-    "RegionDensityResult", "region_density", "RegionsResult", "regions",
-    "HessianResult", "hessian", "LossLandscapeResult", "loss_landscape",
-    "WeightTransitionsResult", "weight_transitions",
-)
+_MEASURES = (*dict.fromkeys(name for entry in catalogue().measures()
+                            for name in (entry.name, entry.result) if name is not None),
+             "MeasurementMode")
+"""The measures of the catalogue and their result classes, and how every result states the way
+the model was run: loaded from :mod:`nngauge.measures` on first use."""
 _TRAINING = ("Tracker", "fit", "lr_search")
 _REPORT = ("build_report",)
 _LAZY = {**{name: "nngauge.measures" for name in _MEASURES},

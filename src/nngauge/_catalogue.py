@@ -59,6 +59,19 @@ FAMILIES: dict[str, str] = {
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+class DataSize:
+    """A Tracker option's value meaning "the number of samples of the measure's data at that
+    step" (use the one instance, :data:`DATA_SIZE`): ``{"batch_size": DATA_SIZE}`` reads the
+    step's whole batch as one batch, whatever its size (250 for data without a length)."""
+
+    def __repr__(self) -> str:
+        return "len(data)"
+
+
+DATA_SIZE = DataSize()
+"""The Tracker option value "as many as the measure's data has samples" (see :class:`DataSize`)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """One public measure or proxy.
@@ -69,24 +82,36 @@ class Entry:
         kind: "measure" (returns a result with a breakdown) or "proxy" (one float per
             network, for ranking architectures).
         family: one of :data:`FAMILIES`.
-        reads: what the measure reads, one of :data:`READS`.
+        reads: what the measure reads, one of :data:`READS`: the argument after ``model``
+            (``data``; ``x0`` and ``x1`` for a segment; ``trajectory``; ``plane``; none for
+            the weights).
         labels: whether it needs labels (in ``data`` or ``labels=``).
         trained: whether it is a statement about a trained network (margins, sharpness, ...);
             it runs at initialization all the same.
+        per_point: whether the output for a point must not depend on the rest of its batch
+            (the measure refuses batchnorm with batch statistics): the Tracker runs it with
+            ``norm_mode="eval"``, the conformance matrix with ``norm_mode="frozen"`` on
+            networks whose batchnorm uses batch statistics.
         result: the name of the result class (in :mod:`nngauge`), or None for a float
             (proxies, ``path_norm``) or a module (``fold_batchnorm``).
-        headline: the result's summary fields, most important first (for a proxy: its name).
+        headline: the result's summary fields, most important first: fields of the result
+            class, or of its per-layer rows (e.g. ``nlc_profile``'s ``nlc``); for a float, its
+            name.
         cheap: keyword options for a quick run on a small network (conformance, tests,
             documentation examples): seconds, not minutes.
         variants: named alternative option sets that change what is measured (e.g. the NTK
             instead of the conjugate kernel), each a cell of the conformance matrix.
-        requires: keyword options without a default the caller must give (e.g. ``layer``).
+        requires: the keyword options without a default, which every caller gives (e.g.
+            ``layer``); the Tracker refuses the measure without them unless ``track`` gives
+            them.
         paper: (citation key of :mod:`nngauge._citations`, section or figure).
-        track: options the Tracker uses by default (its settings for a measurement every few
-            steps: lighter than the function's defaults), or None where the Tracker does not
-            take the measure (it returns no numbers to log).
-        columns: study column -> result field (scalar) that a study records; empty: the
-            measure has no study column (studies take it through a proxy).
+        track: options the Tracker uses by default besides ``per_point``'s norm mode (its
+            settings for a measurement every few steps: lighter than the function's
+            defaults; :data:`DATA_SIZE` for "as many as the step's data has"), or None where
+            the Tracker does not take it (proxies; ``fold_batchnorm`` returns a module).
+        columns: study column -> what a study records there: the result's field, or the
+            float a proxy returns (its name); empty: a study does not take it under this
+            name (it takes the proxy of the same name, or the measure whose column it is).
     """
 
     name: str
@@ -98,6 +123,7 @@ class Entry:
     paper: tuple[str, str]
     labels: bool = False
     trained: bool = False
+    per_point: bool = False
     cheap: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
     requires: tuple[str, ...] = ()
@@ -129,6 +155,14 @@ class Entry:
         """The paper (authors, venue) and section."""
         return short(*self.paper)
 
+    @property
+    def tracker_options(self) -> Optional[dict[str, Any]]:
+        """The options a Tracker runs it with by default: ``norm_mode="eval"`` for a per-point
+        measure, then ``track``; None where the Tracker does not take it."""
+        if self.track is None:
+            return None
+        return {**({"norm_mode": "eval"} if self.per_point else {}), **self.track}
+
     def options(self, variant: Optional[str] = None) -> dict[str, Any]:
         """The cheap options, with ``variant``'s on top."""
         if variant is None:
@@ -145,9 +179,13 @@ def _measure(name: str, family: str, reads: Reads, result: Optional[str],
     return Entry(name, "measure", family, reads, result, headline, paper, **_frozen(extra))
 
 
-def _proxy(name: str, family: str, paper: tuple[str, str], **extra: Any) -> Entry:
-    return Entry(name, "proxy", family, "batch", None, (name,), paper,
-                 columns=MappingProxyType({name: name}), **_frozen(extra))
+def _proxy(name: str, family: str, paper: tuple[str, str], *, reads: Reads = "batch",
+           study: bool = True, **extra: Any) -> Entry:
+    """A proxy: one float, not tracked; a study column of its name unless ``study`` is False
+    (a study records that number through the measure whose column it is)."""
+    columns = {name: name} if study else {}
+    return Entry(name, "proxy", family, reads, None, (name,), paper,
+                 **_frozen({"track": None, "columns": columns, **extra}))
 
 
 def _frozen(extra: dict[str, Any]) -> dict[str, Any]:
@@ -162,25 +200,28 @@ def _frozen(extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_PER_POINT = {"norm_mode": "eval"}
-"""The Tracker's option for per-point expressivity measures: batchnorm with its running
-statistics (they refuse batch statistics, which couple the points)."""
+_WHOLE_BATCH = {"batch_size": DATA_SIZE}
+"""The Tracker's option for the NLC-paper measures: the step's data as one batch."""
+_ONE_BATCH = {"batch_size": DATA_SIZE, "n_batches": 1}
+"""The Tracker's option for the region sizes (E.1, E.3): one batch, the step's data (the
+functions' defaults read ten batches of 250)."""
 
 ENTRIES: tuple[Entry, ...] = (
     # ------------------------------------------------------------------ propagation
     _measure("nlc", "propagation", "batch", "NLCResult", ("nlc", "output_bias"),
-             ("nlc", "Definition 1, section G"), cheap={"batch_size": 8},
+             ("nlc", "Definition 1, section G"), cheap={"batch_size": 8}, track=_WHOLE_BATCH,
              columns={"nlc": "nlc", "output_bias": "output_bias"}),
     _measure("nlc_profile", "propagation", "batch", "NLCProfile", ("nlc",),
-             ("nlc", "Definition 1, section 4"), cheap={"batch_size": 8}),
+             ("nlc", "Definition 1, section 4"), cheap={"batch_size": 8}, track=_WHOLE_BATCH),
     _measure("gradient_metrics", "propagation", "batch", "GradientMetrics",
              ("gvcs", "gradient_length", "lipschitz"), ("nlc", "section 6"), labels=True,
-             cheap={"batch_size": 8, "n_iter": 5},
+             cheap={"batch_size": 8, "n_iter": 5}, track=_WHOLE_BATCH,
              columns={"gvcs": "gvcs", "gradient_length": "gradient_length",
                       "lipschitz": "lipschitz"}),
     _measure("jacobian_norm", "propagation", "batch", "JacobianNormResult",
              ("norm", "median", "max"), ("shrinkage", "section 3, Theorem 1"),
-             cheap={"batch_size": 8, "n_iter": 5}, columns={"jacobian_norm": "norm"}),
+             cheap={"batch_size": 8, "n_iter": 5}, track=_WHOLE_BATCH,
+             columns={"jacobian_norm": "norm"}),
     _measure("correlations", "propagation", "points", "CorrelationResult", ("rho_max",),
              ("shrinkage", "Theorem 1, section 3"), cheap={"max_samples": 8},
              columns={"rho_max": "rho_max"}),
@@ -192,36 +233,35 @@ ENTRIES: tuple[Entry, ...] = (
     _measure("linear_region_diameter", "propagation", "batch", "RegionSize", ("median",),
              ("nlc", "appendix E.1, figure 1"),
              cheap={"batch_size": 8, "n_batches": 1, "n_input_directions": 2,
-                    "n_output_directions": 2, "k_max": 10.0}),
+                    "n_output_directions": 2, "k_max": 10.0}, track=_ONE_BATCH),
     _measure("error_preserving_perturbation", "propagation", "batch", "RegionSize",
              ("median",), ("nlc", "appendix E.3"), labels=True, trained=True,
              cheap={"batch_size": 8, "n_batches": 1, "n_input_directions": 2, "k_max": 10.0},
-             columns={"error_preserving_perturbation": "median"}),
+             track=_ONE_BATCH, columns={"error_preserving_perturbation": "median"}),
     _measure("skim", "propagation", "batch", "SkimResult", ("deviation",),
-             ("shrinkage", "section 4.2"), requires=("layers",)),
+             ("shrinkage", "section 4.2"), per_point=True, requires=("layers",)),
     # ------------------------------------------------------------------ expressivity
     _measure("trajectory_length", "expressivity", "trajectory", "TrajectoryLengthResult",
              ("lengths", "growth"), ("expressivity", "section 2.2, Theorem 3"),
-             cheap={"max_points": 65}, track=_PER_POINT),
+             per_point=True, cheap={"max_points": 65}),
     _measure("transitions", "expressivity", "segment", "TransitionsResult",
              ("n_patterns", "n_transitions"), ("expressivity", "section 2.1, Corollary 1"),
+             per_point=True,
              variants={"sampled": {"method": "sampled", "n_initial": 65,
-                                   "max_evaluations": 1024}},
-             track=_PER_POINT),
+                                   "max_evaluations": 1024}}),
     _measure("activation_patterns", "expressivity", "points", "ActivationPatternsResult",
-             ("n_patterns",), ("expressivity", "section 2.1"), track=_PER_POINT),
+             ("n_patterns",), ("expressivity", "section 2.1"), per_point=True),
     _measure("region_density", "expressivity", "points", "RegionDensityResult",
-             ("density", "local_complexity"), ("hanin-rolnick", "section 3"),
+             ("density", "local_complexity"), ("hanin-rolnick", "section 3"), per_point=True,
              cheap={"max_samples": 4, "radius": 0.5, "n_directions": 2,
                     "neighbourhood_dims": 4, "max_evaluations": 256},
-             track={**_PER_POINT, "max_samples": 8}),
+             track={"max_samples": 8}),
     _measure("regions", "expressivity", "plane", "RegionsResult", ("n_regions",),
-             ("expressivity", "section 2.1, Theorem 2, figure 1"),
-             cheap={"bounds": (0.0, 0.01, 0.0, 0.01), "max_regions": 4096, "resolution": 32},
-             track=_PER_POINT),
+             ("expressivity", "section 2.1, Theorem 2, figure 1"), per_point=True,
+             cheap={"bounds": (0.0, 0.01, 0.0, 0.01), "max_regions": 4096, "resolution": 32}),
     _measure("dichotomies", "expressivity", "points", "DichotomiesResult",
              ("n_dichotomies",), ("expressivity", "section 2.3, figure 6"),
-             cheap={"resolution": 16}, requires=("layer",), track=_PER_POINT),
+             cheap={"resolution": 16}, requires=("layer",)),
     _measure("weight_noise_robustness", "expressivity", "batch", "WeightNoiseResult",
              ("clean_accuracy",), ("expressivity", "section 3, figure 7"), labels=True,
              trained=True, cheap={"noise_levels": (0.0, 0.1), "n_repeats": 1}),
@@ -241,11 +281,12 @@ ENTRIES: tuple[Entry, ...] = (
              cheap={"n_iter": 3, "batch_size": 4}, track={"n_iter": 100}),
     _measure("expected_sharpness", "generalization", "batch", "ExpectedSharpnessResult",
              ("expected_sharpness", "kl"), ("generalization", "section 3, eq. 5"),
-             labels=True, trained=True, cheap={"alpha": 1e-3, "n_probes": 4, "batch_size": 4},
+             labels=True, trained=True, requires=("alpha",),
+             cheap={"alpha": 1e-3, "n_probes": 4, "batch_size": 4},
              track={"alpha": 1e-3, "n_probes": 100}),
     _measure("pac_bayes", "generalization", "batch", "PACBayesResult",
              ("best_bound", "best_alpha"), ("generalization", "section 3, eq. 5, figure 2"),
-             labels=True, trained=True,
+             labels=True, trained=True, requires=("alphas",),
              cheap={"alphas": (1e-3,), "n_probes": 4, "batch_size": 4},
              track={"alphas": (1e-3, 3e-3, 1e-2), "n_probes": 100}),
     _measure("sharpness_conditions", "generalization", "batch", "ConditionsResult",
@@ -262,8 +303,8 @@ ENTRIES: tuple[Entry, ...] = (
              track={"dims": 1, "resolution": 21}),
     _measure("weight_transitions", "curvature", "batch", "WeightTransitionsResult",
              ("n_changes", "mean_per_sample"), ("expressivity", "Theorem 2 (weight space)"),
-             cheap={"span": (-1e-4, 1e-4), "max_pieces": 4096},
-             requires=("layer", "direction"), track=_PER_POINT),
+             per_point=True, cheap={"span": (-1e-4, 1e-4), "max_pieces": 4096},
+             requires=("layer", "direction")),
     # ------------------------------------------------------------------ proxies
     _proxy("synflow", "saliency", ("synflow", "section 6, Algorithm 1")),
     _proxy("snip", "saliency", ("snip", "section 4.1"), labels=True, cheap={"batch_size": 8}),
@@ -277,25 +318,27 @@ ENTRIES: tuple[Entry, ...] = (
     _proxy("naswot", "activation", ("naswot", "section 3, eq. 2"), cheap={"batch_size": 8}),
     _proxy("te_nas", "te-nas", ("te-nas", "section 3.1.1"), cheap={"batch_size": 8}),
     _proxy("te_nas_regions", "te-nas", ("te-nas", "section 3.1.2"), cheap={"batch_size": 8}),
-    _proxy("n_params", "cost", ("zero-cost", "section 4")),
+    _proxy("n_params", "cost", ("zero-cost", "section 4"), reads="weights"),
     _proxy("flops", "cost", ("zero-cost", "section 4")),
     _proxy("nlc_score", "predictor", ("nlc", "Definition 1, section 4"),
-           cheap={"batch_size": 8}),
+           cheap={"batch_size": 8}, study=False),
     _proxy("output_bias", "predictor", ("nlc", "section 4, figure 3A"),
-           cheap={"batch_size": 8}),
+           cheap={"batch_size": 8}, study=False),
     _proxy("nlc_rule", "predictor", ("nlc", "section 4, figure 2"), cheap={"batch_size": 8}),
     _proxy("jacobian_growth", "predictor", ("shrinkage", "section 3, Theorem 1"),
            cheap={"batch_size": 8, "n_iter": 5}),
-    _proxy("rho_max", "predictor", ("shrinkage", "Theorem 1, section 3"),
-           cheap={"max_samples": 8}),
+    _proxy("rho_max", "predictor", ("shrinkage", "Theorem 1, section 3"), reads="points",
+           cheap={"max_samples": 8}, study=False),
     _proxy("kernel_condition", "predictor", ("conditioning", "section 3, figure 1"),
-           cheap={"max_samples": 8}),
+           reads="points", cheap={"max_samples": 8}),
     _proxy("trajectory_growth", "predictor", ("expressivity", "section 2.2, Theorem 3"),
-           cheap={"max_samples": 3, "resolution": 64}),
-    _proxy("region_density", "predictor", ("hanin-rolnick", "section 3"),
+           reads="points", cheap={"max_samples": 3, "resolution": 64, "max_points": 65}),
+    _proxy("region_density", "predictor", ("hanin-rolnick", "section 3"), reads="points",
            cheap={"max_samples": 2, "n_directions": 2}),
 )
-"""Every public measure and proxy, measures first, in the order of their families."""
+"""Every public measure and proxy, measures first, in the order of their families. The
+proxies nlc_score, output_bias and rho_max have no study column of their own: a study records
+those numbers through the measures nlc (columns nlc, output_bias) and correlations (rho_max)."""
 
 
 @dataclass(frozen=True)
@@ -376,4 +419,5 @@ def catalogue() -> Catalogue:
 
 _CATALOGUE = Catalogue()
 
-__all__ = ["Catalogue", "ENTRIES", "Entry", "FAMILIES", "READS", "catalogue"]
+__all__ = ["Catalogue", "DATA_SIZE", "DataSize", "ENTRIES", "Entry", "FAMILIES", "READS",
+           "catalogue"]

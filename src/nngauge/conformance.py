@@ -1,20 +1,39 @@
-"""Conformance: every public measure on every network of the zoo, in scikit-learn's
+"""Conformance: every public measure and proxy on every network of the zoo, in scikit-learn's
 estimator-checks habit.
 
-Each cell of the model x measure matrix runs one measure on one :mod:`nngauge.zoo` network
-with small, fast settings, and ends in one of three ways:
+The cells come from the measure catalogue (:func:`nngauge.catalogue`): one per entry, named
+as the entry (``"nlc"``; a proxy ``"proxies.<name>"``), and one per variant of an entry
+(``"kernel_conditioning[ntk]"``, ``"transitions[sampled]"``, ``"loss_landscape[regions]"``).
+A cell runs the entry's function on one :mod:`nngauge.zoo` network with the entry's cheap
+options (and its variant's), and ends in one of three ways:
 
-- ``"ok"``: a result (the cell's summary is its headline number);
+- ``"ok"``: a result (the cell's summary is the entry's headline number);
 - ``"refused"``: an :class:`~nngauge.NNGaugeError` saying what was expected, what was got and
   the fix (a measure that does not apply to this network, e.g. exact transitions of a network
   with attention);
 - ``"crash"``: anything else, which is a bug.
 
 After every cell the model's state (train/eval mode of every module, parameters, buffers,
-``requires_grad`` flags, hooks) must be as before (``state_kept``). Measures that need a
-per-sample function run batchnorm networks with ``norm_mode="frozen"``; token models are
-measured from their embedding. The test suite asserts on the matrix and checks the values
-against brute force; ``python benchmarks/conformance_matrix.py`` prints it.
+``requires_grad`` flags, hooks) must be as before (``state_kept``). What a cell feeds the
+function follows from what the entry reads (:data:`FEEDS`) and from the network:
+
+- a batch: the :data:`N_SAMPLES` inputs, with their labels where the entry reads labels;
+  points: the inputs; a segment: the first quarter of the one between the first two inputs
+  (:data:`TRANSITIONS_FRACTION`); a trajectory: the line between them (9 points); a plane:
+  the plane through the first three; the weights: nothing;
+- per-point measures (``entry.per_point``) run batchnorm networks with ``norm_mode="frozen"``
+  on the inputs, and token models from their embedding (the points above are then embedded;
+  ``input_module`` and a raw ``template``), each where the function takes the option;
+- an option the function has no default for: ``layer`` is the network's first weight layer;
+- every function that takes a ``generator`` gets one seeded 0;
+- the rules of single entries, keyed by their cell name (:data:`RULES`): path_norm's graph
+  from the zoo's ``input_shape``, skim's first block,
+  weight_transitions' random direction, weight_noise_robustness on the first weight layer,
+  exact regions and region density where the network is piecewise linear (on a grid, or
+  sampled, elsewhere), and fold_batchnorm's check of the folded function.
+
+The test suite asserts on the matrix and checks the values against brute force;
+``python benchmarks/conformance_matrix.py`` prints it.
 
 Example:
     >>> from nngauge.conformance import run_cell
@@ -25,6 +44,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence
@@ -32,43 +53,20 @@ from typing import Any, Callable, Literal, Optional, Sequence
 import torch
 from torch import nn
 
+from nngauge._catalogue import Entry, catalogue
 from nngauge._internal.adapter import batch_coupled, select_output
 from nngauge.errors import NNGaugeError
-from nngauge.measures import (
-    activation_patterns,
-    hessian,
-    loss_landscape,
-    weight_transitions,
-    capacity,
-    correlations,
-    dichotomies,
-    error_preserving_perturbation,
-    expected_sharpness,
-    fold_batchnorm,
-    gradient_metrics,
-    jacobian_norm,
-    kernel_conditioning,
-    linear_region_diameter,
-    margin,
-    nlc,
-    nlc_profile,
-    pac_bayes,
-    path_norm,
-    region_density,
-    regions,
-    sharpness,
-    sharpness_conditions,
-    skim,
-    trajectory_length,
-    transitions,
-    weight_noise_robustness,
-)
 from nngauge.trajectories import line, plane
 from nngauge.zoo import ZOO, ZooEntry, sample_inputs, sample_labels
 
 Status = Literal["ok", "refused", "crash"]
 N_SAMPLES = 8
 """Samples per cell."""
+TRAJECTORY_POINTS = 9
+"""Points of the line a cell reading a trajectory is fed (refined by the measure)."""
+TRANSITIONS_FRACTION = 0.25
+"""A segment is the first quarter of the one between the two inputs: the zoo's ResNets cross
+thousands of patterns on the whole of it, which proves no more."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ class Cell:
     """One measure on one zoo network.
 
     Attributes:
-        measure, model: the names of the measure (in :data:`MEASURES`) and of the zoo entry.
+        measure, model: the names of the cell (in :data:`MEASURES`) and of the zoo entry.
         status: "ok", "refused" (an NNGaugeError) or "crash" (any other exception).
         summary: the headline value, or the error's message.
         seconds: wall time of the cell.
@@ -95,7 +93,8 @@ class Cell:
 @dataclass(frozen=True)
 class Inputs:
     """What a cell feeds a zoo network: raw inputs and labels, the settings that make
-    per-point measures applicable, and two points to draw trajectories between."""
+    per-point measures applicable, and three points (embedded for token models) for segments,
+    trajectories and planes."""
 
     entry: ZooEntry
     x: torch.Tensor
@@ -105,6 +104,7 @@ class Inputs:
     point0: torch.Tensor
     point1: torch.Tensor
     template: Optional[torch.Tensor]
+    point2: Optional[torch.Tensor] = None
 
     @property
     def per_point(self) -> dict:
@@ -121,12 +121,12 @@ def prepare(entry: ZooEntry, model: nn.Module, *, seed: int = 0) -> Inputs:
     y = sample_labels(entry, N_SAMPLES, generator=seed)
     if entry.input_module is not None:
         with torch.no_grad():
-            points = model.get_submodule(entry.input_module)(x[:2]).detach()
+            points = model.get_submodule(entry.input_module)(x[:3]).detach()
         template = x[0]
     else:
-        points, template = x[:2], None
+        points, template = x[:3], None
     return Inputs(entry, x, y, "frozen" if batch_coupled(model) else None, entry.input_module,
-                  points[0], points[1], template)
+                  points[0], points[1], template, points[2])
 
 
 def _generator(seed: int = 0) -> torch.Generator:
@@ -148,49 +148,52 @@ def _first_block(model: nn.Module) -> tuple[str, str]:
     return "", ""
 
 
-TRANSITIONS_FRACTION = 0.25
-"""Transitions are counted on the first quarter of the segment between the two inputs: the
-zoo's ResNets cross thousands of patterns on the whole of it, which proves no more."""
+Feed = Callable[[Entry, Inputs], dict]
+
+FEEDS: dict[str, Feed] = {
+    "batch": lambda e, d: {"data": (d.x, d.y) if e.labels else d.x},
+    "points": lambda e, d: {"data": d.x},
+    "segment": lambda e, d: {"x0": d.point0,
+                             "x1": torch.lerp(d.point0, d.point1, TRANSITIONS_FRACTION)},
+    "trajectory": lambda e, d: {"trajectory": line(d.point0, d.point1, TRAJECTORY_POINTS)},
+    "plane": lambda e, d: {"plane": plane(d.point0, d.point1, d.point2)},
+    "weights": lambda e, d: {},
+}
+"""What a catalogue entry reads (``entry.reads``) -> the cell's arguments after the model
+(those the function does not take are dropped)."""
 
 
-def _cell_transitions(model, d: Inputs, method: str):
-    extra = dict(n_initial=65, max_evaluations=1024) if method == "sampled" else {}
-    end = torch.lerp(d.point0, d.point1, TRANSITIONS_FRACTION)
-    return transitions(model, d.point0, end, method=method, **d.per_point, **extra)
-
-
-def _cell_trajectory(model, d: Inputs):
-    return trajectory_length(model, line(d.point0, d.point1, 9), max_points=65, **d.per_point)
-
-
-def _cell_regions(model, d: Inputs):
-    """Regions on a small box of the plane through three inputs (embedded for token models):
-    exact where the network is piecewise linear on its own input, else on a grid."""
-    points = d.x[:3]
-    if d.input_module is not None:
-        with torch.no_grad():
-            points = model.get_submodule(d.input_module)(points).detach()
-    exact = d.entry.piecewise_linear and d.input_module is None
-    return regions(model, plane(*points), bounds=(0.0, 0.01, 0.0, 0.01),
-                   method="exact" if exact else "grid", max_regions=4096, resolution=32,
-                   **d.per_point)
-
-
-def _cell_weight_transitions(model, d: Inputs):
-    """Pattern changes of the inputs along a random line of the first weight layer."""
+def _weight_direction(model: nn.Module, d: Inputs) -> dict:
+    """A random line of the first weight layer's weights."""
     name = _first_weight_layer(model)
     weight = model.get_submodule(name).weight
     direction = torch.randn(weight.shape, generator=_generator(), dtype=weight.dtype)
-    return weight_transitions(model, d.x, layer=name, direction={"weight": direction},
-                              span=(-1e-4, 1e-4), max_pieces=4096, norm_mode=d.norm_mode,
-                              norm_data=d.x)
+    return {"layer": name, "direction": {"weight": direction}}
 
 
-def _folded_function(model, d: Inputs):
-    """fold_batchnorm's copy and the largest relative change of the eval-mode function."""
-    import copy
+def _exact_where_piecewise_linear(other: str) -> Callable[[nn.Module, Inputs], dict]:
+    """``method="exact"`` on networks piecewise linear from their own input, else ``other``."""
+    def rule(model: nn.Module, d: Inputs) -> dict:
+        exact = d.entry.piecewise_linear and d.input_module is None
+        return {"method": "exact" if exact else other}
 
-    folded = fold_batchnorm(model)
+    return rule
+
+
+RULES: dict[str, Callable[[nn.Module, Inputs], dict]] = {
+    "path_norm": lambda m, d: {"input_shape": d.entry.input_shape},
+    "skim": lambda m, d: {"layers": _first_block(m)},
+    "weight_transitions": _weight_direction,
+    "weight_noise_robustness": lambda m, d: {"layers": [_first_weight_layer(m)]},
+    "regions": _exact_where_piecewise_linear("grid"),
+    "region_density": _exact_where_piecewise_linear("sampled"),
+}
+"""Cell name of an entry (:func:`cell_name`: a proxy's is ``proxies.<name>``) -> the options
+its cells add for a network."""
+
+
+def _folded_change(model: nn.Module, d: Inputs, folded: nn.Module) -> float:
+    """The largest relative change of the eval-mode function by fold_batchnorm's copy."""
     reference = copy.deepcopy(model).eval()
     with torch.no_grad():
         a, _ = select_output(reference(d.x), None)
@@ -198,77 +201,56 @@ def _folded_function(model, d: Inputs):
     return float(((a - b).abs().max() / a.abs().max().clamp_min(1e-12)).double())
 
 
+CHECKS: dict[str, Callable[[nn.Module, Inputs, Any], Any]] = {"fold_batchnorm": _folded_change}
+"""Cell name of an entry -> what its cells make of the function's output (default: the
+output)."""
+
+
+def _cell(entry: Entry, variant: Optional[str]) -> Callable[[nn.Module, Inputs], Any]:
+    """The cell function ``(model, inputs) -> result`` of one entry (and variant)."""
+    options = entry.options(variant)
+
+    def run(model: nn.Module, d: Inputs) -> Any:
+        function = entry.function
+        taken = inspect.signature(function).parameters
+        arguments = FEEDS[entry.reads](entry, d)
+        if entry.per_point:
+            arguments.update(d.per_point)
+        if "layer" in entry.requires:
+            arguments["layer"] = _first_weight_layer(model)
+        if "generator" in taken:
+            arguments["generator"] = _generator()
+        rule, check = RULES.get(cell_name(entry)), CHECKS.get(cell_name(entry))
+        arguments.update(rule(model, d) if rule is not None else {}, **options)
+        output = function(model, **{k: v for k, v in arguments.items() if k in taken})
+        return output if check is None else check(model, d, output)
+
+    return run
+
+
+def cell_name(entry: Entry, variant: Optional[str] = None) -> str:
+    """``"nlc"``, ``"transitions[sampled]"``, ``"proxies.synflow"``."""
+    name = entry.name if entry.kind == "measure" else f"proxies.{entry.name}"
+    return name if variant is None else f"{name}[{variant}]"
+
+
+CELLS: dict[str, tuple[Entry, Optional[str]]] = {
+    cell_name(entry, variant): (entry, variant)
+    for entry in catalogue() for variant in (None, *entry.variants)}
+"""Cell name -> its catalogue entry and variant (None: the cheap options alone)."""
+
 MEASURES: dict[str, Callable[[nn.Module, Inputs], Any]] = {
-    "nlc": lambda m, d: nlc(m, d.x, batch_size=8, generator=_generator()),
-    "nlc_profile": lambda m, d: nlc_profile(
-        m, d.x, batch_size=8, generator=_generator()),
-    "gradient_metrics": lambda m, d: gradient_metrics(
-        m, (d.x, d.y), batch_size=8, n_iter=5, generator=_generator()),
-    "jacobian_norm": lambda m, d: jacobian_norm(
-        m, d.x, batch_size=8, n_iter=5, generator=_generator()),
-    "correlations": lambda m, d: correlations(m, d.x, max_samples=8),
-    "kernel_conjugate": lambda m, d: kernel_conditioning(
-        m, d.x, max_samples=8),
-    "kernel_ntk": lambda m, d: kernel_conditioning(
-        m, d.x, kind="ntk", max_samples=6, layers=[], n_probes=2, generator=_generator()),
-    "linear_region_diameter": lambda m, d: linear_region_diameter(
-        m, d.x, batch_size=8, n_batches=1, n_input_directions=2, n_output_directions=2,
-        k_max=10.0, generator=_generator()),
-    "error_preserving_perturbation": lambda m, d: error_preserving_perturbation(
-        m, (d.x, d.y), batch_size=8, n_batches=1, n_input_directions=2, k_max=10.0,
-        generator=_generator()),
-    "skim": lambda m, d: skim(m, d.x, layers=_first_block(m), norm_mode=d.norm_mode),
-    "trajectory_length": _cell_trajectory,
-    "transitions_exact": lambda m, d: _cell_transitions(m, d, "exact"),
-    "transitions_sampled": lambda m, d: _cell_transitions(m, d, "sampled"),
-    "activation_patterns": lambda m, d: activation_patterns(
-        m, d.x, norm_mode=d.norm_mode),
-    "region_density": lambda m, d: region_density(
-        m, d.x[:4], radius=0.5, n_directions=2, neighbourhood_dims=4,
-        method="exact" if d.entry.piecewise_linear else "sampled", max_evaluations=256,
-        generator=_generator(), norm_mode=d.norm_mode, norm_data=d.x),
-    "regions": _cell_regions,
-    "dichotomies": lambda m, d: dichotomies(
-        m, d.x[:6], layer=_first_weight_layer(m), resolution=16, generator=_generator()),
-    "weight_noise_robustness": lambda m, d: weight_noise_robustness(
-        m, d.x, d.y, noise_levels=(0.0, 0.1), n_repeats=1, layers=[_first_weight_layer(m)],
-        generator=_generator()),
-    "margin": lambda m, d: margin(m, d.x, d.y),
-    "path_norm": lambda m, d: path_norm(
-        m, 2, input_shape=d.entry.input_shape),
-    "capacity": lambda m, d: capacity(m, d.x, d.y),
-    "fold_batchnorm": _folded_function,
-    "sharpness": lambda m, d: sharpness(
-        m, (d.x, d.y), n_iter=3, batch_size=4, generator=_generator()),
-    "expected_sharpness": lambda m, d: expected_sharpness(
-        m, (d.x, d.y), alpha=1e-3, n_probes=4, batch_size=4, generator=_generator()),
-    "pac_bayes": lambda m, d: pac_bayes(
-        m, (d.x, d.y), alphas=[1e-3], n_probes=4, batch_size=4, generator=_generator()),
-    "sharpness_conditions": lambda m, d: sharpness_conditions(
-        m, d.x, max_samples=4),
-    "hessian": lambda m, d: hessian(
-        m, (d.x, d.y), loss="mse" if d.y.is_floating_point() else "cross_entropy",
-        trace=False, batch_size=4, n_batches=1, n_iter=2, generator=_generator()),
-    "loss_landscape": lambda m, d: loss_landscape(
-        m, (d.x, d.y), resolution=(3, 3), span=0.1, generator=_generator()),
-    "landscape_regions": lambda m, d: loss_landscape(
-        m, (d.x, d.y), dims=1, resolution=5, span=0.1, count_regions=True,
-        generator=_generator()),
-    "weight_transitions": _cell_weight_transitions,
-}
-"""Every public measure as a cell function ``(model, inputs) -> result``."""
-
-_HEADLINES = ("nlc", "norm", "rho_max", "median", "n_patterns", "n_dichotomies", "margin",
-              "sharpness", "expected_sharpness", "best_bound", "condition_number", "l2",
-              "clean_accuracy", "deviation", "lengths", "eigenvalues", "center_loss",
-              "n_changes")
+    name: _cell(entry, variant) for name, (entry, variant) in CELLS.items()}
+"""Every public measure and proxy as a cell function ``(model, inputs) -> result``."""
 
 
-def headline(result: Any) -> str:
-    """A short text of a result's main number."""
+def headline(result: Any, fields: Sequence[str] = ()) -> str:
+    """A short text of a result's main number: a float itself, else the first of ``fields``
+    (a catalogue entry's headline) holding a number or a tuple ending in one, else the number
+    of its per-layer rows, else its class."""
     if isinstance(result, float):
         return f"{result:.4g}"
-    for name in _HEADLINES:
+    for name in fields:
         value = getattr(result, name, None)
         if isinstance(value, (int, float)):
             return f"{name}={value:.4g}"
@@ -307,7 +289,7 @@ def run_cell(measure: str, model_name: str, *, seed: int = 0) -> tuple[Cell, Any
     result, status = None, "ok"
     try:
         result = MEASURES[measure](model, inputs)
-        summary = headline(result)
+        summary = headline(result, CELLS[measure][0].headline)
     except NNGaugeError as exc:
         status, summary = "refused", str(exc)
     except Exception as exc:  # a crash is what conformance exists to find
@@ -342,5 +324,5 @@ def format_matrix(cells: Sequence[Cell]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Cell", "Inputs", "MEASURES", "N_SAMPLES", "format_matrix", "headline", "matrix",
-           "model_state", "prepare", "run_cell", "same_state"]
+__all__ = ["CELLS", "Cell", "Inputs", "MEASURES", "N_SAMPLES", "cell_name", "format_matrix",
+           "headline", "matrix", "model_state", "prepare", "run_cell", "same_state"]

@@ -23,7 +23,7 @@ from torch import nn
 
 from nngauge._constraints import Check, Integer, Maybe, Real, constrained, declared
 from nngauge._internal.adapter import ModelAdapter, batch_coupled
-from nngauge._internal.data import as_batches, collect
+from nngauge._internal.data import as_batches
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
@@ -42,8 +42,6 @@ LINEAR_KINDS = ("linear", "conv")
 """The layers whose outputs (pre-activations) the Jacobian and kernel predictors read."""
 KERNEL_SAMPLES = 200
 """kernel_conditioning's default sample count, kernel_condition's cap."""
-DENSITY_RADIUS = 0.05
-"""region_density's default radius, as a fraction of the RMS distance between its points."""
 
 DIRECTIONS: dict[str, int] = {
     # nngauge's predictors
@@ -478,10 +476,10 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
 
         region_density = mean_i (1 / D) sum_j R_ij / (2 r).
 
-    The radius r defaults to 0.05 times the RMS distance between two of the points (as
-    nngauge's report sets it: a fixed fraction of the data's spread; pass ``radius`` to fix it
-    in input units, e.g. to compare networks on data of different scales). The measure's
-    local complexity is not returned (read it from :func:`nngauge.region_density`).
+    The radius r is the measure's default: 0.05 times the RMS distance between two of the
+    points (a fixed fraction of the data's spread; pass ``radius`` to fix it in input
+    units, e.g. to compare networks on data of different scales). The measure's local
+    complexity is not returned (read it from :func:`nngauge.region_density`).
 
     Direction: higher predicts higher accuracy (the expressivity hypothesis behind TE-NAS's
     region count; a finer partition near the data, not a proven predictor of test error).
@@ -489,7 +487,7 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
     otherwise. ``labels`` is not read.
 
     Args:
-        radius: r in input units; None: as above.
+        radius: r in input units; None: as above (:func:`nngauge.region_density`'s default).
         max_samples: the first samples measured (at least 2 for the default radius).
         n_directions, method, output: as in :func:`nngauge.region_density` (``"exact"`` needs a
             piecewise-linear network; ``"sampled"`` runs on any).
@@ -506,16 +504,6 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
         >>> region_density(net, torch.randn(8, 4), generator=torch.Generator().manual_seed(1)) > 0
         True
     """
-    where = "region_density()"
-    if radius is None:
-        points = collect(data, where=where, max_samples=max_samples).inputs.to(torch.float64)
-        # mean over pairs of ||x_a - x_b||^2 = 2 x the summed unbiased per-entry variance
-        spread = float(points.flatten(1).var(0).sum().mul(2).sqrt()) if len(points) > 1 else 0.0
-        if spread == 0:
-            raise invalid(where, "at least 2 distinct samples (the radius is a fraction of "
-                          "their spread)", f"{len(points)} sample(s), spread {spread:g}",
-                          "pass more samples, or radius=<half-length in input units>")
-        radius = DENSITY_RADIUS * spread
     # local complexity (not returned) on one random direction per point: 2 vertices each;
     # the directions of the density are drawn before the frames, so the density is unchanged
     return _region_density(model, data, radius=radius, n_directions=n_directions,

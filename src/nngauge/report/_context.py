@@ -10,10 +10,12 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import nn
 
+from nngauge._catalogue import catalogue
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import Site
 from nngauge._results import plain
+from nngauge.errors import UnknownNameError
 
 
 class NotApplicable(Exception):
@@ -230,12 +232,38 @@ class Context:
 
 @dataclass(frozen=True)
 class SectionBuilder:
-    """A section of the report: ``run(context)`` returns its :class:`SectionOutput`."""
+    """A section of the report: ``run(context)`` returns its :class:`SectionOutput`.
+
+    Attributes:
+        key, title: the section's key (in ``report.results``) and heading.
+        source: what the section cites (see :meth:`of_measure`).
+        run: the builder.
+        measure: the catalogue entry (:func:`nngauge.catalogue`) the section presents, or
+            None for a section that presents no measure (the infinite-width theory).
+
+    Raises:
+        UnknownNameError: a ``measure`` the catalogue does not list.
+    """
 
     key: str
     title: str
     source: str
     run: Callable[[Context], SectionOutput]
+    measure: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.measure is not None and self.measure not in catalogue():
+            raise UnknownNameError(
+                f"SectionBuilder expected measure= a name of nngauge.catalogue(); got "
+                f"{self.measure!r}. Fix: use one of {sorted(catalogue().names())}, or None for "
+                "a section that presents no measure.")
+
+    @classmethod
+    def of_measure(cls, key: str, title: str, measure: str, run: Callable[[Context],
+                   SectionOutput], *also: str) -> "SectionBuilder":
+        """The section of the catalogue entry ``measure``, citing the entry's paper and
+        section first, then ``also`` (further sources of the section)."""
+        return cls(key, title, "; ".join([catalogue()[measure].citation, *also]), run, measure)
 
 
 def rows_table(title: str, rows: Sequence[Any], labels: Optional[dict] = None) -> Table:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from nngauge._catalogue import catalogue
 from nngauge._citations import cite, short
 from nngauge._internal.sites import evenly_thinned
 from nngauge.errors import NNGaugeError
@@ -323,26 +324,24 @@ def _transitions_section(ctx: Context) -> SectionOutput:
 
 
 SECTION_BUILDERS: list[SectionBuilder] = [
-    SectionBuilder("nlc", "Nonlinearity coefficient", cite("nlc", "Definition 1, section G"),
-                   _nlc_section),
-    SectionBuilder("correlations", "Correlations and representation shrinkage",
-                   cite("shrinkage", "eq. 2.2, Theorem 1"), _correlation_section),
-    SectionBuilder("jacobian", "Jacobian norms", cite("shrinkage", "section 2.1, Theorem 1"),
-                   _jacobian_section),
-    SectionBuilder("kernels", "Kernel conditioning", cite("conditioning", "section 3"),
-                   _kernel_section),
+    SectionBuilder.of_measure("nlc", "Nonlinearity coefficient", "nlc_profile", _nlc_section),
+    SectionBuilder.of_measure("correlations", "Correlations and representation shrinkage",
+                              "correlations", _correlation_section),
+    SectionBuilder.of_measure("jacobian", "Jacobian norms", "jacobian_norm", _jacobian_section),
+    SectionBuilder.of_measure("kernels", "Kernel conditioning", "kernel_conditioning",
+                              _kernel_section),
     SectionBuilder("theory", "Infinite-width theory",
                    cite("shrinkage", "sections 2-3, appendix B"), _theory_section),
-    SectionBuilder("trajectory", "Trajectory length", cite("expressivity", "section 2.2"),
-                   _trajectory_section),
-    SectionBuilder("transitions", "Neuron transitions", cite("expressivity", "section 2.1"),
-                   _transitions_section),
-    SectionBuilder("regions", "Linear regions", "; ".join([
-                       cite("expressivity", "section 2.1, Theorem 2, figure 1"),
-                       short("serra"), short("montufar"), short("hanin-rolnick"),
-                       short("humayun")]), regions_section),
-    SectionBuilder("loss", "Loss surface", "; ".join([
-                       short("pyhessian"), cite("li-landscape", "section 4"),
-                       short("expressivity", "Theorem 2")]), loss_section),
+    SectionBuilder.of_measure("trajectory", "Trajectory length", "trajectory_length",
+                              _trajectory_section),
+    SectionBuilder.of_measure("transitions", "Neuron transitions", "transitions",
+                              _transitions_section),
+    SectionBuilder.of_measure("regions", "Linear regions", "regions", regions_section,
+                              short("serra"), short("montufar"), short("hanin-rolnick"),
+                              short("humayun")),
+    SectionBuilder.of_measure("loss", "Loss surface", "hessian", loss_section,
+                              catalogue()["loss_landscape"].citation,
+                              short("expressivity", "Theorem 2")),
 ]
-"""The report's sections in page order; add a :class:`SectionBuilder` to add a section."""
+"""The report's sections in page order; add a :class:`SectionBuilder` to add a section (a
+measure's with :meth:`SectionBuilder.of_measure`, which cites the catalogue entry's paper)."""

@@ -48,25 +48,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from nngauge._catalogue import Entry, catalogue
 from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
 
-MEASURES: dict[str, tuple[str, ...]] = {
-    "nlc": ("nlc", "output_bias"),
-    "jacobian_norm": ("jacobian_norm",),
-    "correlations": ("rho_max",),
-    "kernel_conditioning": ("kernel_condition_number",),
-    "gradient_metrics": ("gvcs", "gradient_length", "lipschitz"),
-    "error_preserving_perturbation": ("error_preserving_perturbation",),
-}
-PROXIES = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "te_nas",
-           "te_nas_regions", "n_params", "flops", "nlc_rule", "jacobian_growth",
-           "kernel_condition", "trajectory_growth", "region_density")
-"""The predictors of :mod:`nngauge.proxies` a study can take at initialization, each into the
-column of its name (zero-cost proxies, cost baselines and nngauge's own predictors)."""
-MEASURES.update({name: (name,) for name in PROXIES})
+def _study_entries() -> dict[str, Entry]:
+    """Name -> the catalogue entry a study runs under that name: every entry with study
+    columns, the proxy where a measure and a proxy share the name (``region_density``: the
+    proxy's one number, not the measure's breakdown)."""
+    entries = {}
+    for entry in catalogue().measures() + catalogue().proxies():  # proxies last: they win
+        if entry.columns:
+            entries[entry.name] = entry
+    return entries
+
+
+ENTRIES = _study_entries()
+"""Name -> the catalogue entry (:func:`nngauge.catalogue`) a study takes under that name."""
+MEASURES: dict[str, tuple[str, ...]] = {name: tuple(entry.columns)
+                                        for name, entry in ENTRIES.items()}
 """Measures a study can take (at initialization, or of each trained network with
-``training.measure_after``) -> the scalar columns each one records."""
+``training.measure_after``) -> the scalar columns each one records: the catalogue's entries
+with study columns (``entry.columns``)."""
+PROXIES = tuple(name for name, entry in ENTRIES.items() if entry.kind == "proxy")
+"""The predictors of :mod:`nngauge.proxies` a study can take at initialization, each into the
+column of its name (zero-cost proxies, cost baselines and nngauge's own predictors; those whose
+number a measure's column records, nlc_score, output_bias and rho_max, are taken through the
+measures nlc and correlations)."""
 
 AFTER = "_after"
 """Suffix of the columns a measure records of a trained network (``nlc_after``)."""

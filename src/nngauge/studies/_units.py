@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from nngauge.errors import InvalidInputError, NNGaugeError
-from nngauge.studies._spec import AFTER, MEASURES, PROXIES, StudySpec
+from nngauge.studies._spec import AFTER, ENTRIES, MEASURES, StudySpec
 
 Kind = Literal["init", "train"]
 
@@ -281,49 +282,48 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
     return measures
 
 
-def _nlc(model, parts, batch_size, generator):
-    from nngauge.measures import nlc
-
-    r = nlc(model, parts[0], batch_size=batch_size, generator=generator)
-    return {"nlc": r.nlc, "output_bias": r.output_bias}
-
-
-def _jacobian_norm(model, parts, batch_size, generator):
-    from nngauge.measures import jacobian_norm
-
-    return {"jacobian_norm": jacobian_norm(model, parts[0], batch_size=batch_size,
-                                           generator=generator).norm}
-
-
-def _correlations(model, parts, batch_size, generator):
-    from nngauge.measures import correlations
-
-    return {"rho_max": correlations(model, parts[0]).rho_max}
+def _run(entry, model, parts, batch_size, generator) -> dict:
+    """One catalogue entry's study columns (``entry.columns``): its function on the training
+    set, with the study's batch size where a measure takes one (a proxy reads its own default
+    batch, as its paper does), ``generator`` and the entry's :data:`OPTIONS`. A proxy
+    undefined for this architecture (naswot without ReLU-type units, region_density of a
+    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
+    not the unit's failure."""
+    function = entry.function
+    taken = inspect.signature(function).parameters
+    options = {"generator": generator} if "generator" in taken else {}
+    if entry.kind == "measure" and "batch_size" in taken:
+        options["batch_size"] = batch_size
+    options.update(OPTIONS.get(entry.name, lambda train: {})(parts[0]))
+    try:
+        result = function(model, parts[0], **options)
+    except InvalidInputError:
+        if entry.kind == "measure":
+            raise
+        result = math.nan
+    if entry.result is None:  # a float: the proxy's number
+        return {column: result for column in entry.columns}
+    return {column: getattr(result, field) for column, field in entry.columns.items()}
 
 
 def _kernel_conditioning(model, parts, batch_size, generator):
+    """The top hidden layer's conjugate kernel (Agarwal et al.'s NNGP): the output layer's
+    kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w, so
+    at most ``width`` samples."""
     from nngauge.measures import kernel_conditioning
 
-    # the top hidden layer's conjugate kernel (Agarwal et al.'s NNGP): the output layer's
-    # kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w
     depth, width = model.config.depth, model.config.width
-    hidden = [row for row in kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
+    rows = kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
+    hidden = [row for row in rows
               if row.name.startswith("layers.") and row.name != f"layers.{depth - 1}.linear"]
     return {"kernel_condition_number": hidden[-1].condition_number if hidden else math.nan}
 
 
-def _gradient_metrics(model, parts, batch_size, generator):
-    from nngauge.measures import gradient_metrics
-
-    r = gradient_metrics(model, parts[0], batch_size=batch_size, generator=generator)
-    return {"gvcs": r.gvcs, "gradient_length": r.gradient_length, "lipschitz": r.lipschitz}
-
-
 def _error_preserving_perturbation(model, parts, batch_size, generator):
+    """NLC paper E.3: the test set is corrupted; 10 random batches x 10 directions, but one
+    batch when the test set fits in it (ten copies of the same batch add nothing)."""
     from nngauge.measures import error_preserving_perturbation
 
-    # NLC paper E.3: the test set is corrupted; 10 random batches x 10 directions, but one
-    # batch when the test set fits in it (ten copies of the same batch add nothing)
     test = parts[2]
     n = len(test.labels)
     return {"error_preserving_perturbation": error_preserving_perturbation(
@@ -331,27 +331,17 @@ def _error_preserving_perturbation(model, parts, batch_size, generator):
         generator=generator).median}
 
 
-def _proxy(name, model, parts, batch_size, generator):
-    """The predictor ``name`` of :mod:`nngauge.proxies` on the training set. A predictor that
-    is undefined for this architecture (naswot without ReLU-type units, region_density of a
-    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
-    not the unit's failure. jacob_cov reads at most as many samples as the input has
-    dimensions (more make its Jacobian correlation matrix singular whatever the network,
-    and the score a constant)."""
-    from nngauge import proxies
+RULES = {"kernel_conditioning": _kernel_conditioning,
+         "error_preserving_perturbation": _error_preserving_perturbation}
+"""The study's own ways of taking two measures, by catalogue name (every other entry runs as
+:func:`_run` says): runner ``(model, (train, val, test), batch_size, generator) -> {column:
+value}``."""
+OPTIONS = {"jacob_cov": lambda train: {"batch_size": min(128, train.inputs[0].numel())}}
+"""Catalogue name -> options of the entry's run on the training set ``train``: jacob_cov reads
+at most as many samples as the input has dimensions (more make its Jacobian correlation matrix
+singular whatever the network, and the score a constant), at most its default 128."""
 
-    train = parts[0]
-    options = {"batch_size": min(128, train.inputs[0].numel())} if name == "jacob_cov" else {}
-    try:
-        value = getattr(proxies, name)(model, train, generator=generator, **options)
-    except InvalidInputError:
-        value = math.nan
-    return {name: value}
-
-
-_MEASURE_RUNNERS = {"nlc": _nlc, "jacobian_norm": _jacobian_norm, "correlations": _correlations,
-                    "kernel_conditioning": _kernel_conditioning,
-                    "gradient_metrics": _gradient_metrics,
-                    "error_preserving_perturbation": _error_preserving_perturbation,
-                    **{name: functools.partial(_proxy, name) for name in PROXIES}}
-"""Measure name -> runner returning the columns :data:`MEASURES` lists for it."""
+_MEASURE_RUNNERS = {name: RULES.get(name, functools.partial(_run, entry))
+                    for name, entry in ENTRIES.items()}
+"""Study name (:data:`MEASURES`) -> runner ``(model, (train, val, test), batch_size,
+generator) -> {column: value}``: the rule of :data:`RULES`, else :func:`_run` of the entry."""

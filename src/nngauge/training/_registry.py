@@ -1,8 +1,11 @@
-"""The measures a :class:`~nngauge.training.Tracker` knows by name, and how it calls them.
+"""The measures a :class:`~nngauge.training.Tracker` knows by name, and how it calls them:
+derived from the measure catalogue (:func:`nngauge.catalogue`), plus the Tracker's own two.
 
 The Tracker calls the library's own functions (one implementation, so tracked and functional
-values cannot disagree); their modules are imported when a Tracker first names them. At a
-measured step a measure reads one of two inputs:
+values cannot disagree); their modules are imported when a Tracker first names them. It takes
+every measure of the catalogue whose ``track`` is not None (every measure but
+``fold_batchnorm``, which returns a module; proxies are not tracked). At a measured step a
+measure reads one of two inputs:
 
 - **D**, the data: the Tracker's ``data=`` if given (e.g. a held-out batch), else the step's
   batch (tensor or ``(inputs, labels)``; labels where the measure needs them);
@@ -10,77 +13,37 @@ measured step a measure reads one of two inputs:
   trajectory endpoints, same points): the inputs of ``probe_data=``, else the first 256
   inputs of ``data=``, else of the first batch measured (copied).
 
-Every measure that takes a ``generator`` gets a new one seeded ``seed`` at every step: the
-same random probes, directions and mini-batches at every step. By name (function, what it
-reads, defaults that differ from the function's, main columns; every other numeric field is a
-column too, by the rules of :mod:`nngauge.training._flatten`):
+Rules, from the catalogue entry of the measure:
 
-Propagation
-    - "nlc": :func:`nngauge.nlc` on D, batch_size = len(D); nlc, nlc/stderr,
-      nlc/jacobian_rms, nlc/input_std, nlc/output_std, nlc/output_bias.
-    - "nlc_profile": :func:`nngauge.nlc_profile` on D, batch_size = len(D);
-      nlc_profile/<layer>/nlc (and /stderr, /jacobian_rms, /output_std, /output_bias).
-    - "jacobian_norm": :func:`nngauge.jacobian_norm` on D, batch_size = len(D);
-      jacobian_norm/norm, /mean, /median, /max, jacobian_norm/<layer>/norm.
-    - "correlations": :func:`nngauge.correlations` on P; correlations/rho_max,
-      correlations/<layer>/mean (and /min, /max).
-    - "gradient_metrics": :func:`nngauge.gradient_metrics` on D (labels),
-      batch_size = len(D); gradient_metrics/gvcs, /gradient_length, /lipschitz, /mean_loss.
-    - "kernel_conditioning": :func:`nngauge.kernel_conditioning` on P;
-      kernel_conditioning/<layer>/condition_number, /mean_normalized_dot_product (and their
-      theory_ values).
-
-Expressivity (norm_mode="eval": batchnorm with running statistics, as these per-point
-measures refuse batch statistics)
-    - "trajectory_length": :func:`nngauge.trajectory_length` along
-      ``trajectories.line(P[0], P[1], 65)`` (option ``trajectory=``);
-      trajectory_length/<layer>/length, /growth; trajectory_length/lengths/<i>.
-    - "transitions": :func:`nngauge.transitions` on the segment x0 = P[0], x1 = P[1]
-      (options ``x0=``, ``x1=``); transitions/n_patterns, /n_transitions, /n_pieces,
-      transitions/<layer>/transitions, transitions/per_layer/<i>.
-    - "region_density": :func:`nngauge.region_density` around the first 8 points of P
-      (option ``data=``: a tensor of points), radius = 0.05 x the root-mean-square distance
-      of those points to their mean (option ``radius=``); region_density/density, /local_complexity,
-      region_density/<layer>/transitions_per_length.
-    - "activation_patterns": :func:`nngauge.activation_patterns` over P (option
-      ``data=``); activation_patterns/n_patterns, activation_patterns/<layer>/n_patterns.
-
-Generalization (labels in D)
-    - "capacity": :func:`nngauge.capacity` on D; capacity/margin, /l2, /l1_path, /l2_path,
-      /spectral, capacity/measures/<measure>/log10_capacity, capacity/<layer>/spectral.
-    - "margin": :func:`nngauge.margin` on D; margin, margin/hard_margin, /mean_margin,
-      /train_error.
-    - "path_norm": :func:`nngauge.path_norm` (p=2; option ``p=1``); path_norm.
-    - "sharpness": :func:`nngauge.sharpness` on D, n_iter=100 (the paper: 2000);
-      sharpness, sharpness/loss, /max_loss.
-    - "expected_sharpness": :func:`nngauge.expected_sharpness` on D, alpha=1e-3,
-      n_probes=100 (the paper: 1000); expected_sharpness, /stderr, /expected_loss, /kl.
-    - "pac_bayes": :func:`nngauge.pac_bayes` on D, alphas=(1e-3, 3e-3, 1e-2),
-      n_probes=100; pac_bayes/best_bound, /best_alpha, pac_bayes/points/<i>/bound (/kl,
-      /expected_sharpness), one point per alpha.
-    - "sharpness_conditions": :func:`nngauge.sharpness_conditions` on D;
-      sharpness_conditions/mu, /condition_number, /c2, /c3, sharpness_conditions/<layer>/c2.
-
-Curvature (labels in D)
-    - "hessian": :func:`nngauge.hessian` on D; hessian/eigenvalues/0, /trace, /trace_stderr,
-      /residuals/0.
-    - "loss_landscape": :func:`nngauge.loss_landscape` on D along one line, dims=1,
-      resolution=21
-      (the filter-normalized direction is drawn from the same seed at every step and rescaled
-      to the current weights); loss_landscape/center_loss, /min_loss, /losses/<i>.
-    - "weight_transitions": :func:`nngauge.weight_transitions` of the inputs of D, with the
-      options ``layer=`` and ``direction=`` (required: the same line at every step);
-      weight_transitions/n_changes, /mean_per_sample, weight_transitions/<layer>/transitions.
-
-The Tracker's own
-    - "weight_norm": sqrt(sum_p ||p||^2) over the parameters; weight_norm.
-    - "grad_norm": the same over the gradients the training step left in ``.grad`` (NaN if
-      none); grad_norm.
+- what it reads (``entry.reads``) fills the arguments after the model: "batch" gives
+  ``data=D``; "points" ``data=P``; "segment" ``x0=P[0], x1=P[1]``; "trajectory"
+  ``trajectory=line(P[0], P[1], 65)``; "plane" ``plane=plane(P[0], P[1], P[2])``;
+  "weights" nothing (e.g. ``path_norm``);
+- its defaults are ``entry.tracker_options``: ``norm_mode="eval"`` for a per-point measure
+  (batchnorm with its running statistics: these measures refuse batch statistics), then the
+  entry's ``track`` options, lighter than the function's own defaults where a measurement
+  every few steps needs it; :data:`~nngauge._catalogue.DATA_SIZE` stands for the number of
+  samples of the measure's data at that step (``nlc``'s ``batch_size``: the whole batch as
+  one batch); the table of ``docs/api.md`` ("The catalogue") lists them per measure;
+- a measure whose function has keyword options without default (``entry.requires``, e.g.
+  ``weight_transitions``' ``layer`` and ``direction``) is refused when the Tracker is built
+  without them, naming them;
+- every measure that takes a ``generator`` gets a new one seeded ``seed`` at every step: the
+  same random probes, directions and mini-batches at every step;
+- its columns: every numeric field of the result, by the rules of
+  :mod:`nngauge.training._flatten` (``nlc``, ``nlc/stderr``, ``trajectory_length/<layer>/length``,
+  ``pac_bayes/points/<i>/bound``, ...).
 
 Options replace the defaults and may give the inputs themselves (fixed for every step), e.g.
 ``("transitions", {"x0": a, "x1": b, "method": "sampled"})``. A deprecated option name
 (:data:`nngauge._vocabulary.RENAMES`) still works, with a DeprecationWarning when the Tracker
 is built.
+
+The Tracker's own measures (:data:`OWN`), not in the catalogue:
+
+- "weight_norm": sqrt(sum_p ||p||^2) over the parameters; column weight_norm.
+- "grad_norm": the same over the gradients the training step left in ``.grad`` (NaN if
+  none); column grad_norm.
 """
 
 from __future__ import annotations
@@ -94,14 +57,15 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
+from nngauge._catalogue import DATA_SIZE, Entry, catalogue
 from nngauge._vocabulary import with_new_names
 from nngauge.errors import MissingDependencyError, UnknownNameError, invalid
-from nngauge.trajectories import Trajectory, line
+from nngauge.trajectories import line, plane
 
 PROBE_SAMPLES = 256
-DENSITY_POINTS = 8
-DENSITY_RADIUS = 0.05
+"""P: the first this many inputs of ``data=`` or of the first batch measured."""
 TRAJECTORY_POINTS = 65
+"""Points of the line a measure reading a trajectory is fed (refined by the measure)."""
 
 
 class StepInputs:
@@ -127,17 +91,53 @@ class StepInputs:
     def probes(self) -> torch.Tensor:
         return self._probes()
 
-    def probe_pair(self, measure: str) -> torch.Tensor:
-        """P[0] and P[1], refusing fewer than two probe points."""
+    def first_probes(self, n: int, measure: str) -> torch.Tensor:
+        """P[:n], refusing fewer than ``n`` probe points."""
         points = self.probes
-        if len(points) < 2:
-            raise invalid(f"Tracker measure {measure!r}", "at least 2 probe points",
-                          f"{len(points)}", "pass probe_data= with two or more inputs, or "
-                          "the measure's endpoints as options")
-        return points[:2]
+        if len(points) < n:
+            raise invalid(f"Tracker measure {measure!r}", f"at least {n} probe points",
+                          f"{len(points)}", f"pass probe_data= with {n} or more inputs, or "
+                          "the measure's input as an option")
+        return points[:n]
 
 
-Source = Callable[[StepInputs, Mapping[str, Any]], Any]
+Source = Callable[[StepInputs, str], Any]
+"""``source(step_inputs, measure name) -> argument value``."""
+
+
+def _data(at: StepInputs, measure: str) -> Any:
+    return at.data
+
+
+def _probes(at: StepInputs, measure: str) -> torch.Tensor:
+    return at.probes
+
+
+def _endpoint(i: int) -> Source:
+    def source(at: StepInputs, measure: str) -> torch.Tensor:
+        return at.first_probes(2, measure)[i]
+
+    return source
+
+
+def _line(at: StepInputs, measure: str):
+    x0, x1 = at.first_probes(2, measure)
+    return line(x0, x1, TRAJECTORY_POINTS)
+
+
+def _plane(at: StepInputs, measure: str):
+    return plane(*at.first_probes(3, measure))
+
+
+FEEDS: dict[str, Mapping[str, Source]] = {
+    "batch": {"data": _data},
+    "points": {"data": _probes},
+    "segment": {"x0": _endpoint(0), "x1": _endpoint(1)},
+    "trajectory": {"trajectory": _line},
+    "plane": {"plane": _plane},
+    "weights": {},
+}
+"""What a catalogue entry reads (``entry.reads``) -> the arguments that feed it at a step."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +147,16 @@ class TrackedMeasure:
     Attributes:
         module: the module holding the function of the measure's name (imported on use).
         inputs: arguments filled at each step unless given as options: name ->
-            ``source(step_inputs, arguments so far)``, in order.
-        defaults: options that differ from the function's own defaults.
+            ``source(step_inputs, measure name)``.
+        defaults: options that differ from the function's own defaults
+            (:data:`~nngauge._catalogue.DATA_SIZE`: the number of samples of the data).
+        requires: options without a default the Tracker must be given.
     """
 
     module: str
     inputs: Mapping[str, Source] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()
 
 
 def weight_norm(model: nn.Module) -> float:
@@ -170,80 +173,29 @@ def grad_norm(model: nn.Module) -> float:
     return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads))
 
 
-def _data(at: StepInputs, arguments: Mapping[str, Any]) -> Any:
-    return at.data
+OWN = ("weight_norm", "grad_norm")
+"""The Tracker's own measures (functions of this module), the only names it knows that the
+catalogue does not."""
 
 
-def _size(at: StepInputs, arguments: Mapping[str, Any]) -> int:
-    """The number of samples of the measure's data (250 for data without a length)."""
-    data = arguments["data"]
+def _tracked(entry: Entry) -> TrackedMeasure:
+    return TrackedMeasure(entry.module, FEEDS[entry.reads], entry.tracker_options,
+                          entry.requires)
+
+
+REGISTRY: dict[str, TrackedMeasure] = {
+    **{entry.name: _tracked(entry) for entry in catalogue().measures()
+       if entry.track is not None},
+    **{name: TrackedMeasure(__name__) for name in OWN},
+}
+"""Name -> how the Tracker calls it: the catalogue's tracked measures, then :data:`OWN`."""
+
+
+def _size(data: Any) -> int:
+    """The number of samples of a measure's data (250 for data without a length)."""
     inputs = data[0] if isinstance(data, (tuple, list)) else data
     return len(inputs) if hasattr(inputs, "__len__") else 250
 
-
-def _probes(at: StepInputs, arguments: Mapping[str, Any]) -> torch.Tensor:
-    return at.probes
-
-
-def _line(at: StepInputs, arguments: Mapping[str, Any]) -> Trajectory:
-    x0, x1 = at.probe_pair("trajectory_length")
-    return line(x0, x1, TRAJECTORY_POINTS)
-
-
-def _endpoint(i: int) -> Source:
-    def source(at: StepInputs, arguments: Mapping[str, Any]) -> torch.Tensor:
-        return at.probe_pair("transitions")[i]
-
-    return source
-
-
-def _density_points(at: StepInputs, arguments: Mapping[str, Any]) -> torch.Tensor:
-    return at.probes[:DENSITY_POINTS]
-
-
-def _density_radius(at: StepInputs, arguments: Mapping[str, Any]) -> float:
-    """0.05 x the root-mean-square distance of the measured points to their mean."""
-    points = torch.as_tensor(arguments["data"]).flatten(1).double()
-    spread = float((points - points.mean(0)).pow(2).sum(1).mean().sqrt())
-    if not spread > 0:
-        raise invalid("Tracker measure 'region_density'", "points that differ (the default "
-                      "radius is 0.05 x their spread)", f"{len(points)} point(s) with spread 0",
-                      "pass the option radius=")
-    return DENSITY_RADIUS * spread
-
-
-_MEASURES = "nngauge.measures"
-_BATCH = {"data": _data, "batch_size": _size}
-_EVAL = {"norm_mode": "eval"}
-
-REGISTRY: dict[str, TrackedMeasure] = {
-    "nlc": TrackedMeasure(_MEASURES, _BATCH),
-    "nlc_profile": TrackedMeasure(_MEASURES, _BATCH),
-    "jacobian_norm": TrackedMeasure(_MEASURES, _BATCH),
-    "correlations": TrackedMeasure(_MEASURES, {"data": _probes}),
-    "gradient_metrics": TrackedMeasure(_MEASURES, _BATCH),
-    "kernel_conditioning": TrackedMeasure(_MEASURES, {"data": _probes}),
-    "trajectory_length": TrackedMeasure(_MEASURES, {"trajectory": _line}, _EVAL),
-    "transitions": TrackedMeasure(_MEASURES, {"x0": _endpoint(0), "x1": _endpoint(1)}, _EVAL),
-    "region_density": TrackedMeasure(_MEASURES, {"data": _density_points,
-                                                 "radius": _density_radius}, _EVAL),
-    "activation_patterns": TrackedMeasure(_MEASURES, {"data": _probes}, _EVAL),
-    "capacity": TrackedMeasure(_MEASURES, {"data": _data}),
-    "margin": TrackedMeasure(_MEASURES, {"data": _data}),
-    "path_norm": TrackedMeasure(_MEASURES),
-    "sharpness": TrackedMeasure(_MEASURES, {"data": _data}, {"n_iter": 100}),
-    "expected_sharpness": TrackedMeasure(_MEASURES, {"data": _data}, {
-        "alpha": 1e-3, "n_probes": 100}),
-    "pac_bayes": TrackedMeasure(_MEASURES, {"data": _data}, {
-        "alphas": (1e-3, 3e-3, 1e-2), "n_probes": 100}),
-    "sharpness_conditions": TrackedMeasure(_MEASURES, {"data": _data}),
-    "hessian": TrackedMeasure(_MEASURES, {"data": _data}),
-    "loss_landscape": TrackedMeasure(_MEASURES, {"data": _data}, {"dims": 1,
-                                                                  "resolution": 21}),
-    "weight_transitions": TrackedMeasure(_MEASURES, {"data": _data}, _EVAL),
-    "weight_norm": TrackedMeasure(__name__),
-    "grad_norm": TrackedMeasure(__name__),
-}
 
 Bound = Callable[[nn.Module, StepInputs, torch.Generator], Any]
 
@@ -257,7 +209,8 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
     Raises:
         UnknownNameError: a name not in :data:`REGISTRY`.
         MissingDependencyError: the name's module cannot be imported in this installation.
-        InvalidInputError: an option the function does not take.
+        InvalidInputError: an option the function does not take, or an option it has no
+            default for missing (``requires``).
     """
     if "generator" in options:
         raise invalid(f"Tracker measure {name!r}", "options without generator=",
@@ -267,6 +220,7 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
         function = _load(spec, entry)
         options = with_new_names(function, options, f"Tracker measure {name!r}")
         inputs, options = entry.inputs, {**entry.defaults, **options}
+        _check_required(name, spec, entry.requires, {*options, *inputs})
     elif callable(spec):
         function, inputs = spec, None
     else:
@@ -280,10 +234,22 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
             return function(model, at.data, **arguments)
         for argument, source in inputs.items():
             if argument not in arguments:
-                arguments[argument] = source(at, arguments)
-        return function(model, **arguments)
+                arguments[argument] = source(at, name)
+        return function(model, **{key: _size(arguments["data"]) if value is DATA_SIZE else value
+                                  for key, value in arguments.items()})
 
     return run
+
+
+def _check_required(name: str, spec: str, requires: tuple[str, ...], given: set[str]) -> None:
+    """Refuse a measure built without the options its function has no default for."""
+    missing = [option for option in requires if option not in given]
+    if missing:
+        wanted = ", ".join(f"{option}=" for option in missing)
+        example = ", ".join(f"{option!r}: ..." for option in missing)
+        raise invalid(f"Tracker measure {name!r}", f"the option(s) {wanted} (nngauge.{spec} "
+                      "has no default for them)", "none", f"pass them: ({spec!r}, "
+                      f"{{{example}}})")
 
 
 def _entry(name: str) -> TrackedMeasure:

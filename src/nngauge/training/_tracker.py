@@ -41,11 +41,13 @@ class Tracker:
     :meth:`epoch_end`) and the measures' columns ``measure/.../field``.
 
     Args:
-        measures: names (see :mod:`nngauge.training._registry`: "nlc", "trajectory_length",
-            "sharpness", ...), callables ``f(model, data, **options) -> number | dict |
-            measure result`` (given ``generator=`` if they take one), ``(name or callable,
-            options)`` pairs, or a dict column name -> any of these (to track one measure
-            twice with different options); default ("nlc", "weight_norm", "grad_norm").
+        measures: names (every measure of :func:`nngauge.catalogue` but fold_batchnorm,
+            and "weight_norm", "grad_norm"; how each is fed:
+            :mod:`nngauge.training._registry`), callables ``f(model, data, **options) ->
+            number | dict | measure result`` (given ``generator=`` if they take one),
+            ``(name or callable, options)`` pairs, or a dict column name -> any of these (to
+            track one measure twice with different options); default ("nlc",
+            "weight_norm", "grad_norm").
         every: measure at every ``every``-th step (>= 1); shorthand for ``schedule=every``.
         schedule: an integer N (every N steps), ``("log", n)`` (steps 0 and
             round(10^(k/n)): :func:`log_steps`), a list of steps, or ``"epoch"`` (at each

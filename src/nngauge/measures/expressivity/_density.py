@@ -49,6 +49,8 @@ Points = Literal["data", "random"]
 Neighbourhood = Literal["cross-polytope", "cube"]
 MAX_CUBE_DIMS = 12
 """A cube neighbourhood of P dimensions has 2^P vertices: at most 4,096 per point."""
+RELATIVE_RADIUS = 0.05
+"""``radius=None``: r is this fraction of the RMS distance between two of the samples."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class RegionDensityResult(Result):
 
 
 @renamed(n_points="max_samples")
-@constrained(radius=Real(0, low_open=True), n_directions=Integer(1),
+@constrained(radius=Maybe(Real(0, low_open=True)), n_directions=Integer(1),
              method=Choice.literal(Method), points=Choice.literal(Points),
              max_samples=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
              neighbourhood_dims=Maybe(Integer(1)))
@@ -171,7 +173,7 @@ def region_density(
     model: nn.Module,
     data: Any,
     *,
-    radius: float,
+    radius: Optional[float] = None,
     n_directions: int = 8,
     layers: Optional[Sequence[str]] = None,
     method: Method = "exact",
@@ -249,7 +251,10 @@ def region_density(
             with running or frozen statistics: ``norm_mode``).
         data: the points: a tensor (n, ...), numpy array, (inputs, labels) pair, Dataset or
             DataLoader of floating inputs; the first ``max_samples`` are used.
-        radius: r > 0, in input units: the segments' half-length and the neighbourhood's radius.
+        radius: r > 0, in input units: the segments' half-length and the neighbourhood's radius;
+            None: 0.05 x the root-mean-square distance between two of the samples,
+            sqrt(mean_{a < b} ||x_a - x_b||^2) (a fixed fraction of the data's spread, at
+            least 2 distinct samples).
         n_directions: D >= 1, segments per point.
         layers: site names of the rows (``result.layers[i].name``); default all. The density
             always counts every site; ``local_complexity`` sums the rows.
@@ -280,7 +285,8 @@ def region_density(
 
     Raises:
         InvalidInputError: radius not positive, n_directions < 1, bad options, non-floating
-            data, fewer than 2 samples for ``points="random"``, a cube of more than 12
+            data, fewer than 2 samples for ``points="random"``, samples without spread for
+            ``radius=None``, a cube of more than 12
             dimensions, a model with operations that are not piecewise linear for the exact
             method (the error names each and suggests ``method="sampled"``), batchnorm in
             train mode.
@@ -304,6 +310,8 @@ def region_density(
                       "measure a network on real-valued inputs (for a token model, its layers "
                       "after the embedding, on embedded inputs)")
     samples = samples.detach().to(torch.float64)
+    if radius is None:
+        radius = _spread_radius(samples, where)
     centers = samples if points == "data" else _random_points(samples, generator, where)
     n, shape = len(centers), tuple(centers.shape[1:])
     directions = _unit_directions(n, n_directions, shape, generator).to(centers.device)
@@ -341,6 +349,18 @@ def region_density(
         near_coincident=lines.near_coincident, n_evaluations=lines.n_evaluations,
         budget_exhausted=lines.budget_exhausted, centers=centers.cpu(),
         directions=directions.cpu())
+
+
+def _spread_radius(samples: torch.Tensor, where: str) -> float:
+    """:data:`RELATIVE_RADIUS` x the RMS distance between two of the samples (the mean of
+    ||x_a - x_b||^2 over pairs a < b is twice the summed unbiased per-entry variance)."""
+    points = samples.flatten(1)
+    spread = float(points.var(0).sum().mul(2).sqrt()) if len(points) > 1 else 0.0
+    if not spread > 0:
+        raise invalid(where, "at least 2 distinct samples (radius=None is a fraction of their "
+                      "spread)", f"{len(points)} sample(s), spread {spread:g}",
+                      "pass more samples, or radius=<half-length in input units>")
+    return RELATIVE_RADIUS * spread
 
 
 def _random_points(samples: torch.Tensor, generator: Optional[torch.Generator],
