@@ -86,6 +86,22 @@ def test_one_segment_density_is_pieces_over_length():
     assert [row.transitions_per_length * 2 * r for row in res.layers] == list(segment.per_layer)
 
 
+def test_the_default_radius_is_a_twentieth_of_the_rms_distance_between_two_points():
+    """radius=None: r = 0.05 x sqrt(mean over pairs a < b of ||x_a - x_b||^2), here computed
+    over all pairs; the same density as that radius given; one point, or identical points,
+    have no spread and are refused with the fix."""
+    model, x = he_mlp(4, 24, 2, 1), data(6, (4,))
+    pairs = torch.cdist(x, x)[tuple(torch.triu_indices(6, 6, 1))]
+    r = 0.05 * float(pairs.pow(2).mean().sqrt())
+    default = region_density(model, x, n_directions=2, generator=gen(3))
+    assert default.radius == pytest.approx(r, rel=1e-12)
+    assert default.density == pytest.approx(region_density(
+        model, x, radius=default.radius, n_directions=2, generator=gen(3)).density, rel=0)
+    for flat in (x[:1], x[:1].expand(3, 4)):
+        with pytest.raises(NNGaugeError, match="at least 2 distinct samples.*pass .*radius="):
+            region_density(model, flat)
+
+
 def test_maxpool_and_functional_sites_have_no_local_complexity():
     res = region_density(PoolCNN().double(), data(4, (1, 6, 6)), radius=0.8, n_directions=2,
                          generator=gen(0))

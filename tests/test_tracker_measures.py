@@ -29,13 +29,6 @@ def _gen():
     return torch.Generator().manual_seed(SEED)
 
 
-def _spread_radius(points):
-    """0.05 x the RMS distance between two of the points, computed over all pairs."""
-    flat = points.flatten(1).double()
-    pairs = torch.cdist(flat, flat)[tuple(torch.triu_indices(len(flat), len(flat), 1))]
-    return 0.05 * float(pairs.pow(2).mean().sqrt())
-
-
 DIRECTION = torch.randn(16, 16, generator=torch.Generator().manual_seed(7))
 
 
@@ -46,7 +39,7 @@ FUNCTIONAL = {
         m, line(x[0], x[1], 65), norm_mode="eval")),
     "transitions": ({}, lambda m, x, y: nngauge.transitions(m, x[0], x[1], norm_mode="eval")),
     "region_density": ({}, lambda m, x, y: nngauge.region_density(
-        m, x[:8], radius=_spread_radius(x[:8]), norm_mode="eval", generator=_gen())),
+        m, x[:8], norm_mode="eval", generator=_gen())),  # the measure's default radius
     "activation_patterns": ({}, lambda m, x, y: nngauge.activation_patterns(
         m, x, norm_mode="eval")),
     "kernel_conditioning": ({}, lambda m, x, y: nngauge.kernel_conditioning(

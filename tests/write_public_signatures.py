@@ -1,4 +1,4 @@
-"""Write the snapshot of the public signatures that ``tests/test_public_signatures.py`` compares
+"""Write the snapshot of the public signatures that ``tests/test_model_options.py`` compares
 the library with.
 
     python tests/write_public_signatures.py   # rewrite tests/data/public_signatures.json
