@@ -69,7 +69,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                  for panel, depth, slope in grid)
     comparison = tuple(
         Comparison(f"{row[0][0]}: L={row[1]}, a={row[2]:g}: 1 - rho searched", row[7], None,
-                   f"infinite width (rho_0=-1) {row[6]:.3g}; Theorem 1 bound {row[8]:.3g}")
+                   f"infinite width (rho_0=-1) {row[6]:.3g}; Theorem 1 bound {row[8]:.3g}",
+                   key=f"{row[0][0]}_depth{row[1]}_slope{row[2]:g}")
         for row in rows)
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
 
