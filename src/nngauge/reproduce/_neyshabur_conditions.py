@@ -113,7 +113,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
             f"{quantity}: learned / random", float(getattr(results["learned"], quantity))
             / float(getattr(results["random"], quantity)), None,
             "appendix D: learned weights are very similar to their random initialization",
-            key=f"{quantity}_learned_over_random", statistic="ratio"))
+            key=f"{quantity}_learned_over_random"))
     comparison.append(Comparison(
         "C2 fraction within delta: largest |learned - random| over layers and deltas",
         _fraction_gap(results), None, "figure 7 plots random and learned weights on "

@@ -107,8 +107,7 @@ def linear_error_claim(value: dict) -> list[Comparison]:
         out.append(Comparison(
             f"section 5 claim E ~ A - 1, ratio E / (A - 1): {act}", ours, 1.0,
             f"the paper's own rows: E = {PAPER['E'][i]:g}, A - 1 = {PAPER['A'][i] - 1:.3g} "
-            f"(ratio {printed:.2f}): the claim {verdict}", key=f"claim_{act}",
-            statistic="ratio"))
+            f"(ratio {printed:.2f}): the claim {verdict}", key=f"claim_{act}"))
     return out
 
 
