@@ -333,10 +333,6 @@ def test_conditioning_verdict(conditioning):
 NEW = ("nlc-figure2", "neyshabur-random-labels", "raghu-trajectory", "raghu-transitions")
 
 
-def comparison(result, prefix):
-    return next(c for c in result.computed.comparison if c.quantity.startswith(prefix))
-
-
 @pytest.fixture(scope="module")
 def figure2(tmp_path_factory):
     return run("nlc-figure2", tmp_path_factory)
@@ -386,20 +382,24 @@ def test_figure2_rows_flags_and_correlations(figure2):
         assert float(r["best_lr"]) in (0.03, 0.3)
         assert 0.0 <= error <= 1.0
     defined = [r for r in rows if not math.isnan(float(r["nlc"]))]
-    assert len(rows) - len(defined) == comparison(figure2, "architectures with a constant").ours
+    assert len(rows) - len(defined) == figure2.computed.compared("constant_output").ours
     nlc = [float(r["nlc"]) for r in defined]
     error = [float(r["test_error"]) for r in defined]
-    rho = comparison(figure2, "Spearman rho(NLC")
-    tau = comparison(figure2, "Kendall")
+    rho = figure2.computed.compared("rho")
+    tau = figure2.computed.compared("tau")
     assert rho.ours == pytest.approx(stats.spearmanr(nlc, error)[0], abs=1e-12)
     assert tau.ours == pytest.approx(stats.kendalltau(nlc, error)[0], abs=1e-12)
+    assert rho.p_value == pytest.approx(stats.spearmanr(nlc, error)[1], rel=1e-9)
+    assert tau.p_value == pytest.approx(stats.kendalltau(nlc, error)[1], rel=1e-9)
+    assert (rho.statistic, rho.n, tau.statistic) == ("spearman", len(defined), "kendall")
     assert rho.ours > 0.3 and stats.spearmanr(nlc, error)[1] < 1e-3
-    low = comparison(figure2, "Spearman rho, 95% bootstrap interval low").ours
-    high = comparison(figure2, "Spearman rho, 95% bootstrap interval high").ours
+    low = figure2.computed.compared("rho_interval_low").ours
+    high = figure2.computed.compared("rho_interval_high").ours
     assert 0 < low < rho.ours < high <= 1
     best = sorted(range(len(defined)), key=lambda i: error[i])[:math.ceil(0.1 * len(defined))]
-    assert comparison(figure2, "lowest NLC").ours == pytest.approx(min(nlc[i] for i in best))
-    assert comparison(figure2, "lowest NLC").paper == 1.0  # the paper's range 1 <~ NLC <~ 3
+    lowest = figure2.computed.compared("best_tenth_lowest_nlc")
+    assert lowest.ours == pytest.approx(min(nlc[i] for i in best))
+    assert lowest.paper == 1.0  # the paper's range 1 <~ NLC <~ 3
     assert any(line.startswith("64 sampled") for line in figure2.differences)
 
 
@@ -470,11 +470,12 @@ def test_figure3_nlc_after_training_bias_and_robustness(figure3):
     assert decreased > 0.7
     rho, p = stats.spearmanr([r["nlc"] for r in rows], [r["nlc_after"] for r in rows])
     assert rho > 0.5 and p < 1e-3
-    assert comparison(figure3, "B: Spearman").ours == pytest.approx(rho, abs=1e-12)
+    assert figure3.computed.compared("b_rho").ours == pytest.approx(rho, abs=1e-12)
+    assert figure3.computed.compared("b_rho").p_value == pytest.approx(p, rel=1e-9)
     robust = measured(figure3, "nlc", "error_preserving_perturbation")
     rho_e = stats.spearmanr([r["nlc"] for r in robust],
                             [r["error_preserving_perturbation"] for r in robust])[0]
-    assert rho_e < 0 and comparison(figure3, "E: Spearman").ours == pytest.approx(rho_e)
+    assert rho_e < 0 and figure3.computed.compared("e_rho").ours == pytest.approx(rho_e)
     assert figure3.verdict.status == "qualitatively"
     assert "C fails" in figure3.verdict.reason and "B holds" in figure3.verdict.reason
 
@@ -501,12 +502,12 @@ def test_figure10_splits_figure2_by_skip_connections(figure10):
     connections, and each shows figure 2's relation (Spearman(NLC, test error) > 0, equal
     to scipy's on the panel's rows); the residual shift is the mean over each group."""
     rows = measured(figure10, "nlc")
-    for label, skip in (("without skip connections", False), ("with skip connections", True)):
+    for panel, skip in (("no_skip", False), ("skip", True)):
         group = [r for r in rows if r["skip"] == skip]
         rho = stats.spearmanr([r["nlc"] for r in group], [r["test_error"] for r in group])[0]
         assert rho > 0
-        assert comparison(figure10, f"{label}: Spearman").ours == pytest.approx(rho)
-        assert comparison(figure10, f"{label}: median NLC").ours == pytest.approx(
+        assert figure10.computed.compared(f"{panel}_rho").ours == pytest.approx(rho)
+        assert figure10.computed.compared(f"{panel}_median_nlc").ours == pytest.approx(
             np.median([r["nlc"] for r in group]))
     assert figure10.verdict.status in ("reproduced", "qualitatively")
 
@@ -606,7 +607,7 @@ def test_transitions_increase_linearly_with_length(transitions_result):
     y = np.log([r[4] for r in rows])
     slope = np.polyfit(x, y, 1)[0]  # linear law: slope 1 in log-log
     assert 0.8 < slope < 1.2
-    assert comparison(transitions_result, "log-log slope").ours == pytest.approx(slope)
+    assert transitions_result.computed.compared("slope").ours == pytest.approx(slope)
 
 
 @pytest.mark.slow

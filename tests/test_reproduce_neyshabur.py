@@ -309,7 +309,7 @@ def test_conditions_files_and_fitted_network(conditions):
         for quantity in ("condition_number", "c1_interior", "c1_boundary", "c2", "c3",
                          "c2_fraction", "spiky_ratio"):
             assert (weights, quantity) in quantities
-    assert conditions.computed.compared("training error").ours == 0.0
+    assert conditions.computed.compared("training_error").ours == 0.0
 
 
 @pytest.mark.slow
@@ -332,7 +332,7 @@ def test_conditions_learned_network_resembles_its_initialization(conditions):
     random initialization in terms of these conditions': the condition number 1/mu and C3 of
     the learned network are within a factor 2 of the initial network's."""
     for quantity in ("condition_number", "c3"):
-        ratio = conditions.computed.compared(f"{quantity}: learned / random").ours
+        ratio = conditions.computed.compared(f"{quantity}_learned_over_random").ours
         assert 0.5 < ratio < 2.0, (quantity, ratio)
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from scipy import stats
 
+from nngauge.reproduce._base import Computed
 from nngauge.reproduce._nlc_figure1 import COLUMNS as F1_COLUMNS
 from nngauge.reproduce._nlc_figure1 import REPRODUCTION as FIGURE1
 from nngauge.reproduce._nlc_table1 import ACTIVATIONS as TABLE1_ACTIVATIONS
@@ -38,10 +39,6 @@ def read_csv(result, columns):
     assert len(rows) == len(result.computed.rows)
     assert result.png_path.stat().st_size > 0
     return rows
-
-
-def comparison(result, prefix):
-    return next(c for c in result.computed.comparison if c.quantity.startswith(prefix))
 
 
 def floats(rows, name):
@@ -71,9 +68,10 @@ def test_figure1_csv_and_printed_correlation(figure1):
     assert (nlc > 0).all() and (diameter >= 0).all() and (diameter <= 1e2).all()
     assert all(int(r["depth"]) % 2 == 1 and 3 <= int(r["depth"]) <= 49 for r in rows)
     expected = stats.spearmanr(nlc, diameter)
-    printed = comparison(figure1, "Spearman")
+    printed = figure1.computed.compared("rho")
     assert printed.ours == pytest.approx(expected.statistic)
-    assert f"p = {expected.pvalue:.3g}" in printed.note
+    assert printed.p_value == pytest.approx(expected.pvalue) and printed.n == len(rows)
+    assert f"p = {expected.pvalue:.3g}" in printed.printed_note
 
 
 @pytest.mark.slow
@@ -83,12 +81,12 @@ def test_figure1_region_diameter_falls_as_one_over_nlc(figure1):
     significant (rho < -0.5, p < 0.05), the log-log slope is near section 3's -1 (within
     [-1.5, -0.5]) and NLC * diameter is near 1 (the median of its log10 within +-0.5)."""
     rows = read_csv(figure1, F1_COLUMNS)
-    rho = comparison(figure1, "Spearman")
+    rho = figure1.computed.compared("rho")
     assert rho.ours < -0.5
     assert stats.spearmanr(floats(rows, "nlc"), floats(rows, "region_diameter")).pvalue < 0.05
-    slope = comparison(figure1, "log-log slope")
+    slope = figure1.computed.compared("slope")
     assert slope.paper == -1.0 and -1.5 <= slope.ours <= -0.5
-    assert abs(comparison(figure1, "median log10(NLC * diameter)").ours) <= 0.5
+    assert abs(figure1.computed.compared("offset").ours) <= 0.5
 
 
 # --- nlc-table2-illustration ---------------------------------------------------------------------
@@ -104,7 +102,7 @@ def test_illustration_csv_discs_and_figure5(illustration):
     assert floats(rows, "paper_nlc").tolist() == [1.22, 2.25, 5.97, 15.2, 37.7, 95.8, 9952]
     for image in illustration.computed.extra["images"].values():
         assert image.shape == (96, 96, 3) and image.min() >= 0 and image.max() <= 1
-    assert comparison(illustration, "figure 5").ours == pytest.approx(SIN_NLC, rel=1e-3)
+    assert illustration.computed.compared("sine_nlc").ours == pytest.approx(SIN_NLC, rel=1e-3)
 
 
 @pytest.mark.slow
@@ -163,8 +161,10 @@ def test_table1_section5_claim_fails_for_sigmoid_and_gaussian():
     for act in TABLE1_ACTIVATIONS:
         value[act, "A"] = float(nlc_activation(act))
         value[act, "E"] = float(linear_approximation_error(act))
-    ratios = {c.quantity.split(": ")[-1]: c for c in linear_error_claim(value)}
-    assert set(ratios) == {"relu", "selu", "tanh", "sigmoid", "gaussian"}
+    claims = Computed((), (), tuple(linear_error_claim(value)))
+    ratios = {act: claims.compared(f"claim_{act}")
+              for act in ("relu", "selu", "tanh", "sigmoid", "gaussian")}
+    assert len(claims.comparison) == len(ratios)
     assert all(c.quantity.startswith("section 5 claim") for c in ratios.values())
     for act in ("relu", "selu", "tanh"):
         assert ratios[act].paper == 1.0 and abs(math.log(ratios[act].ours)) < math.log(1.2)
@@ -190,7 +190,6 @@ def test_verdicts_read_the_figures_as_the_tests_do(figure1, illustration):
 def test_table1_verdict_names_the_failed_section_5_claim():
     """nlc-table1's judge on the exact rows A and E (and B = A, D = C, as at the small scale):
     'reproduced', saying that E ~ NLC_tau(1) - 1 fails for sigmoid and gaussian."""
-    from nngauge.reproduce._base import Computed
     from nngauge.reproduce._nlc_table1 import ACTIVATIONS, PAPER, judge, linear_error_claim
     from nngauge.theory import linear_approximation_error, nlc_activation
 

@@ -51,9 +51,10 @@ def test_selected_rate_falls_with_the_nlc(figure):
     y = np.log10([r["lowest_train_error_lr"] for r in trained])
     rho, p = stats.spearmanr(x, y)
     assert rho < -0.5 and p < 0.01
-    compared = next(c for c in figure.computed.comparison if c.quantity.startswith("8B: Sp"))
+    compared = figure.computed.compared("8b_rho")
     assert compared.ours == pytest.approx(rho, abs=1e-12)
-    slope = next(c for c in figure.computed.comparison if c.quantity.startswith("8B: slope"))
+    assert compared.p_value == pytest.approx(p) and compared.n == len(trained)
+    slope = figure.computed.compared("8b_slope")
     assert slope.ours == pytest.approx(np.polyfit(x, y, 1)[0]) and slope.ours < 0
     assert slope.paper == -2.0
     assert figure.verdict.status in ("reproduced", "qualitatively")

@@ -52,7 +52,7 @@ def test_the_table_ranks_every_predictor_with_the_baselines_marked(result):
     assert [r.spearman for r in defined] == sorted((r.spearman for r in defined), reverse=True)
     for r in defined:
         assert 3 <= r.n <= 12 and r.spearman_low <= r.spearman <= r.spearman_high
-    synflow = result.computed.compared("Spearman rho(synflow")
+    synflow = result.computed.compared("rho_synflow")
     assert synflow.paper == 0.74 and "NAS-Bench-201" in synflow.note
     assert result.png_path.stat().st_size > 10_000
     readme = result.readme_path.read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ import torch
 from nngauge.reproduce._raghu_dichotomies import REPRODUCTION as DICHOTOMIES
 from nngauge.reproduce._raghu_dichotomies import random_walk_dichotomies
 from nngauge.reproduce._raghu_figure2 import REPRODUCTION as FIGURE2
-from nngauge.reproduce._raghu_figure2 import theorem4_rate
+from nngauge.reproduce._raghu_figure2 import pair_key, theorem4_rate
 from nngauge.reproduce._raghu_figure3 import REPRODUCTION as FIGURE3
 from nngauge.reproduce._raghu_figure3 import turning
 from nngauge.reproduce._raghu_figure4 import REPRODUCTION as FIGURE4
@@ -45,10 +45,6 @@ def check_files(result, n_rows=None):
     assert image[..., :3].std() > 0
     assert result.differences
     return rows
-
-
-def comparisons(result, prefix):
-    return [c for c in result.computed.comparison if c.quantity.startswith(prefix)]
 
 
 @pytest.fixture(scope="module")
@@ -121,16 +117,14 @@ def test_figure2_width_grows_transitions_more_slowly_than_depth(figure2):
     and deepening 4x (depth 1 -> 4 at width 8) adds more than widening 4x (width 8 -> 32 at
     depth 1)."""
     series = grid(figure2)
-    pairs = comparisons(figure2, "sigma_w^2=16, ")
-    assert len(pairs) == 7
-    for c in pairs:
-        assert c.ours > 1.0, c.quantity
-    for family in ("x8 / shallow 1x16", "x8 / shallow 3x16", "x16 / shallow 1x32",
-                   "x16 / shallow 3x32"):
-        assert sum(family in c.quantity for c in pairs) == 1
-    ratio = {c.quantity.split("transitions deep ")[1]: c.ours for c in pairs}
-    assert ratio["6x8 / shallow 3x16"] > ratio["2x8 / shallow 1x16"]
-    assert ratio["6x16 / shallow 3x32"] > ratio["2x16 / shallow 1x32"]
+    pairs = [((8, 2), (16, 1)), ((8, 4), (16, 2)), ((8, 6), (16, 3)), ((8, 4), (32, 1)),
+             ((16, 2), (32, 1)), ((16, 4), (32, 2)), ((16, 6), (32, 3))]  # (width, depth)
+    ratio = {pair: figure2.computed.compared(pair_key(*pair)) for pair in pairs}
+    assert len(figure2.computed.comparison) == 3 * 3 + len(pairs) + 3  # growth, pairs, Thm 4
+    for c in ratio.values():
+        assert c.quantity.startswith("sigma_w^2=16, ") and c.ours > 1.0, c.quantity
+    assert ratio[(8, 6), (16, 3)].ours > ratio[(8, 2), (16, 1)].ours
+    assert ratio[(16, 6), (32, 3)].ours > ratio[(16, 2), (32, 1)].ours
     deepen = series[8, 16.0][3] / series[8, 16.0][0]
     widen = series[32, 16.0][0] / series[8, 16.0][0]
     assert deepen > widen
@@ -142,10 +136,8 @@ def test_theorem4_rate_is_two_over_pi_sqrt_k_not_sqrt_k(figure2):
     per-layer ratio of transitions is within 25% of k (2/pi) arctan(1/sqrt(k-1)) ~ (2/pi)
     sqrt(k), and at most 0.8 sqrt(k): the proof's conclusion E[T^(d+1)] >= sqrt(k) E[T^(d)]
     drops the factor 2/pi of its own Cauchy probability."""
-    ratios = comparisons(figure2, "Theorem 4")
-    assert len(ratios) == 3
-    for c in ratios:
-        width = int(c.quantity.split("k=")[1].split(",")[0])
+    for width in (8, 16, 32):
+        c = figure2.computed.compared(f"theorem4_ratio_k{width}")
         assert c.paper == pytest.approx(math.sqrt(width))
         assert c.ours == pytest.approx(theorem4_rate(width), rel=0.25), width
         assert c.ours < 0.8 * math.sqrt(width), width

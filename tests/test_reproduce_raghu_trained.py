@@ -35,10 +35,6 @@ def run(record, tmp_path_factory):
                       generator=torch.Generator().manual_seed(0))
 
 
-def printed(result, quantity):
-    return next(c for c in result.computed.comparison if c.quantity == quantity)
-
-
 @pytest.fixture(scope="module")
 def figure6(tmp_path_factory):
     return run(FIGURE6, tmp_path_factory)
@@ -86,10 +82,9 @@ def test_figure6_lower_layers_are_least_robust(figure6):
     correlation with the layer index is below -0.5."""
     figure6_claims(figure6)
     drop = mean_drop(figure6.computed.rows)
-    assert printed(figure6, "rank correlation of layer index and accuracy drop, noise 1").ours \
-        == rank_correlation(drop, 1.0)
+    assert figure6.computed.compared("rho_noise_1").ours == rank_correlation(drop, 1.0)
     for d in (1, 5):
-        comparison = printed(figure6, f"accuracy drop, noise 0.25 on layer {d}")
+        comparison = figure6.computed.compared(f"drop_layer{d}")
         assert comparison.ours == drop[0.25, d] and comparison.paper is not None
     # the paper's scale is not ours: at 0.25 every layer loses far less than its 0.7
     assert all(drop[0.25, d] < 0.1 for d in range(1, 7))
@@ -149,9 +144,9 @@ def test_figure11_regularizers_comparable_not_better(figure11):
     norm" does not hold here: it is printed, not asserted."""
     figure11_claims(figure11)
     rows = figure11.computed.rows
-    assert printed(figure11, "final test accuracy, batchnorm - none").ours == \
+    assert figure11.computed.compared("final_batchnorm_minus_none").ours == \
         final(rows, "batchnorm") - final(rows, "none")
-    assert printed(figure11, "final test accuracy, trajectory - none").ours == \
+    assert figure11.computed.compared("final_trajectory_minus_none").ours == \
         final(rows, "trajectory") - final(rows, "none")
 
 

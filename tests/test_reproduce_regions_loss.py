@@ -93,17 +93,19 @@ def test_tracked_values_equal_the_functional_calls(result):
 
 
 def test_correlations_are_spearmans_of_the_csv_and_printed(result):
-    correlations = [c for c in result.computed.comparison
-                    if c.quantity.startswith("Spearman rho")]
-    assert len(correlations) == len(module.REGION) * len(module.CURVATURE) + \
+    pairs = [(a, b) for a in module.REGION for b in module.CURVATURE]
+    pairs += [(a, "test_error") for a in (*module.REGION, *module.CURVATURE, "nlc")]
+    assert len(pairs) == len(module.REGION) * len(module.CURVATURE) + \
         len(module.REGION) + len(module.CURVATURE) + 1
-    labels = {label: name for name, label in module.LABELS.items()}
-    for item in correlations:
+    assert len([c for c in result.computed.comparison if c.statistic == "spearman"]) == len(pairs)
+    for a, b in pairs:
+        item = result.computed.compared(f"rho_{a}_{b}")
+        assert item.quantity == f"Spearman rho: {module.LABELS[a]} vs {module.LABELS[b]}"
         assert -1.0 <= item.ours <= 1.0
-        a, b = item.quantity.removeprefix("Spearman rho: ").split(" vs ")
-        expected = stats.spearmanr(column(result, labels[a]), column(result, labels[b]))
+        expected = stats.spearmanr(column(result, a), column(result, b))
         assert item.ours == pytest.approx(expected.statistic, abs=1e-12)
-        assert f"p = {expected.pvalue:.2g}" in item.note
+        assert item.p_value == pytest.approx(expected.pvalue) and item.n == len(column(result, a))
+        assert f"p = {expected.pvalue:.3g}" in item.printed_note
     console = Console(record=True, width=250)
     console.print(_values_table(result))
     text = console.export_text()

@@ -244,10 +244,11 @@ def test_conditioning2_lemma_2_1(conditioning2):
     """Lemma 2.1: with batchnorm before, or layernorm after, each activation, normalizing the
     activation leaves the output unchanged (relative difference < 1e-10 in float64); the
     control (layernorm before the activation) differs."""
-    values = {c.quantity: c.ours for c in conditioning2.computed.comparison}
-    assert values["Lemma 2.1, batchnorm: max |f_normalized - f_raw| / max |f|"] < 1e-10
-    assert values["Lemma 2.1, post-activation layernorm: the same"] < 1e-10
-    assert values["control: pre-activation layernorm (not covered by Lemma 2.1)"] > 1e-3
+    value = {key: conditioning2.computed.compared(key).ours
+             for key in ("lemma_batchnorm", "lemma_post_layernorm", "control_pre_layernorm")}
+    assert value["lemma_batchnorm"] < 1e-10
+    assert value["lemma_post_layernorm"] < 1e-10
+    assert value["control_pre_layernorm"] > 1e-3
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import pytest
 
 from nngauge.reproduce import get, names
 from nngauge.reproduce._raghu_training import (COLUMNS, ONE_LAYER_NETWORK, QUANTITIES,
-                                               SETTINGS, TRACKED)
+                                               SETTINGS, TRACKED, network_key)
 from test_reproduce import check_files, run
 
 SMALL = SETTINGS["small"]
@@ -56,8 +56,8 @@ def one_layer(result, quantity):
     return dict(values)
 
 
-def printed(result, prefix):
-    return next(c.ours for c in result.computed.comparison if c.quantity.startswith(prefix))
+def printed(result, key):
+    return result.computed.compared(key).ours
 
 
 def test_registered_with_both_scales():
@@ -109,17 +109,16 @@ def test_training_increases_length_into_growth_with_depth(result):
         length = table(result, activation, "length")
         ratio = length[last, HIDDEN] / length[0, HIDDEN]
         assert ratio > 1.5, activation
-        assert printed(result, f"{activation}, sigma_w^2={sigma_w2:g}: length at") == ratio
-        start, end = (printed(result, f"{activation}, sigma_w^2={sigma_w2:g}: length growth "
-                              f"per hidden layer at step {step}") for step in (0, last))
+        network = network_key(activation, sigma_w2)
+        assert printed(result, f"{network}_length_ratio") == ratio
+        start, end = (printed(result, f"{network}_growth_{when}") for when in ("start", "end"))
         assert start == (length[0, HIDDEN] / length[0, 1]) ** (1 / (HIDDEN - 1))
         assert start < 1.0  # step 0: no growth with depth (digits, seed 0; about 1 at others)
         assert end > 1.03 and end > start  # trained: growth with depth
         scale = table(result, activation, "sigma_w2")
         assert all(scale[last, d] > scale[0, d] for d in range(1, HIDDEN + 2)), activation
-        assert printed(result, f"{activation}, sigma_w^2={sigma_w2:g}: weight layers") \
-            == HIDDEN + 1
-        assert printed(result, f"{activation}, sigma_w^2={sigma_w2:g}: test accuracy") > 0.9
+        assert printed(result, f"{network}_sigma_w2_increased") == HIDDEN + 1
+        assert printed(result, f"{network}_test_accuracy") > 0.9
     transitions = table(result, "hard_tanh", "transitions")
     assert transitions[last, HIDDEN] > 2 * transitions[0, HIDDEN]
 
@@ -133,8 +132,8 @@ def test_training_lower_layers_reaches_higher_accuracy(result):
     mean = [sum(train[d]) / len(train[d]) for d in sorted(train)]
     assert all(a > b for a, b in zip(mean, mean[1:])), mean
     assert all(first > last for first, last in zip(train[2], train[HIDDEN]))  # every network
-    assert printed(result, "one layer: pairs where") == 0
-    assert printed(result, "one layer: train accuracy, only layer 2") == \
+    assert printed(result, "one_layer_inversions") == 0
+    assert printed(result, "one_layer_lowest_minus_highest") == \
         pytest.approx(mean[0] - mean[-1])
     test = one_layer(result, "final_test_accuracy")
     assert sum(test[2]) > sum(test[HIDDEN])

@@ -126,7 +126,7 @@ def _values_table(result):
         table.add_column(column, justify=justify)
     for item in result.computed.comparison:
         table.add_row(item.quantity, _number(item.ours),
-                      "-" if item.paper is None else _number(item.paper), item.note)
+                      "-" if item.paper is None else _number(item.paper), item.printed_note)
     return table
 
 

@@ -27,7 +27,7 @@ import torch
 from nngauge._constraints import RandomSource
 from nngauge._random import seed_of, torch_generator
 from nngauge._vocabulary import renamed
-from nngauge.errors import invalid, require_extra
+from nngauge.errors import UnknownNameError, invalid, require_extra
 
 Scale = Literal["small", "paper"]
 SCALES: tuple[str, ...] = ("small", "paper")
@@ -35,21 +35,80 @@ SEED = RandomSource(keep_seed=True)
 """``Reproduction.run``'s generator: an int seed (named in the README) or a torch.Generator."""
 
 
+SIGNIFICANCE = 0.05
+"""The level a judge holds a p-value to: a statistic with a p-value below it is significant."""
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """One printed value next to the paper's.
+    """One printed value next to the paper's: a record of the numbers a judge decides from.
+
+    Judges and tests look a comparison up by its ``key`` (:meth:`Computed.compared`) and read
+    its fields, never its text: the label (``quantity``) and the ``note`` are free text for the
+    reader. The note printed beside the value (:attr:`printed_note`) is generated from the
+    fields it states (the p-value and the count), so that the text and the numbers cannot
+    disagree. ``key`` and the fields after ``note`` are keyword-only.
 
     Attributes:
-        quantity: what the value is (e.g. ``"A: NLC_tau(1) relu"``).
+        key: a stable identifier, unique within a :class:`Computed` (e.g. ``"rho"``,
+            ``"b_rho"`` for panel B's): what judges and tests look up.
+        quantity: what the value is, as printed (e.g. ``"A: NLC_tau(1) relu"``).
         ours: our value.
         paper: the value the paper prints (None where the paper prints none, e.g. a figure).
-        note: how ours was obtained when it is not the paper's setting.
+        note: how ours was obtained when it is not the paper's setting, and what the paper
+            says of it; printed after the statistics.
+        statistic: what kind of statistic ``ours`` is (``"spearman"``, ``"kendall"``,
+            ``"slope"``, ...; None for a plain value).
+        p_value: the two-sided p-value of ``statistic`` against no association (None where
+            no test applies); the judge reads the sign from ``ours``.
+        n: the number of observations ``ours`` is computed over (None: not stated).
     """
 
+    key: str = field(kw_only=True)
     quantity: str
     ours: float
     paper: Optional[float] = None
     note: str = ""
+    statistic: Optional[str] = field(default=None, kw_only=True)
+    p_value: Optional[float] = field(default=None, kw_only=True)
+    n: Optional[int] = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.p_value is not None and self.statistic is None:
+            raise invalid(f"Comparison {self.key!r}", "the statistic a p-value belongs to",
+                          f"p_value={self.p_value!r} with statistic=None",
+                          "name the statistic (e.g. statistic='spearman')")
+
+    @property
+    def printed_statistics(self) -> str:
+        """The p-value (3 significant digits) and the count where the comparison has them, as
+        printed: ``"p = 0.0123, n = 64"`` ("" when it has neither)."""
+        return ", ".join(part for part in (
+            "" if self.p_value is None else f"p = {self.p_value:.3g}",
+            "" if self.n is None else f"n = {self.n}") if part)
+
+    @property
+    def printed_note(self) -> str:
+        """The note as README.md, the index and ``nngauge reproduce`` print it: the
+        :attr:`printed_statistics`, then ``note``.
+
+        Example:
+            >>> Comparison("Spearman rho", -0.93, key="rho", statistic="spearman",
+            ...            p_value=2.1449e-06, n=14, note="the figure: rho < 0").printed_note
+            'p = 2.14e-06, n = 14; the figure: rho < 0'
+        """
+        return "; ".join(part for part in (self.printed_statistics, self.note) if part)
+
+    def significant(self, level: float = SIGNIFICANCE) -> bool:
+        """Whether the p-value is below ``level`` (False for a NaN p-value).
+
+        Raises:
+            InvalidInputError: the comparison has no p-value.
+        """
+        if self.p_value is None:
+            raise invalid(f"Comparison {self.key!r}.significant()", "a comparison with a "
+                          "p-value", "p_value=None", "ask a comparison that has a p-value")
+        return self.p_value < level
 
 
 VERDICTS: tuple[str, ...] = ("reproduced", "qualitatively", "differs")
@@ -83,8 +142,12 @@ class Computed:
     Attributes:
         columns: CSV header.
         rows: CSV rows, one tuple per row, in column order.
-        comparison: values to print, beside the paper's where it prints them.
+        comparison: values to print, beside the paper's where it prints them, with distinct
+            keys.
         extra: anything the plot needs beyond the rows (e.g. settings), never written.
+
+    Raises:
+        InvalidInputError: two comparisons share a key.
     """
 
     columns: tuple[str, ...]
@@ -101,9 +164,27 @@ class Computed:
         """The rows as dicts keyed by column."""
         return [dict(zip(self.columns, row)) for row in self.rows]
 
-    def compared(self, prefix: str) -> Comparison:
-        """The first comparison whose quantity starts with ``prefix``."""
-        return next(c for c in self.comparison if c.quantity.startswith(prefix))
+    def __post_init__(self) -> None:
+        keys = [c.key for c in self.comparison]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise invalid("Computed", "comparisons with distinct keys",
+                          f"the keys {repeated} more than once", "give each comparison its own "
+                          "key")
+
+    def compared(self, key: str) -> Comparison:
+        """The comparison whose key is ``key``.
+
+        Raises:
+            UnknownNameError: no comparison has that key (the message lists the known ones).
+        """
+        for comparison in self.comparison:
+            if comparison.key == key:
+                return comparison
+        raise UnknownNameError(
+            f"Computed.compared() expected a comparison key in "
+            f"{[c.key for c in self.comparison]}; got {key!r}. Fix: look up one of those keys "
+            "(the comparison's key, not its printed label).")
 
 
 @dataclass(frozen=True)
@@ -170,7 +251,8 @@ class Reproduction:
         compute: ``compute(scale, generator) -> Computed``.
         plot: ``plot(computed, figure)`` draws on a matplotlib ``Figure``.
         claim: the paper's claim that the figure or table shows, in one sentence.
-        judge: ``judge(computed) -> Verdict``: whether our numbers bear the claim out.
+        judge: ``judge(computed) -> Verdict``: whether our numbers bear the claim out, read
+            from the rows and from the comparisons' fields (by key, never from their text).
     """
 
     name: str
@@ -251,7 +333,8 @@ class Reproduction:
             lines += ["## Our numbers beside the paper's", "",
                       "| quantity | ours | paper | note |", "| --- | --- | --- | --- |"]
             lines += [f"| {_md(c.quantity)} | {format_number(c.ours)} | "
-                      f"{'-' if c.paper is None else format_number(c.paper)} | {_md(c.note)} |"
+                      f"{'-' if c.paper is None else format_number(c.paper)} | "
+                      f"{_md(c.printed_note)} |"
                       for c in computed.comparison]
             lines.append("")
         lines += [f"## What differs from the paper ({scale} scale), and why", ""]

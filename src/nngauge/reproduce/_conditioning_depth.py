@@ -79,14 +79,15 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
              for act in SWEEP_ACTIVATIONS for width in settings.sweep_widths]
     comparison = tuple(
         Comparison(f"{kernel} cond, {act}, depth {depth}", empirical, None,
-                   f"infinite width {theory:.4g}")
+                   f"infinite width {theory:.4g}", key=f"{kernel}_{act}_depth{depth}")
         for act, kernel, depth, _, theory, empirical, *_ in rows
         if kernel == "ntk" or depth in (0, 1, 2, settings.nngp_depth // 2, settings.nngp_depth))
     ratio = lambda width: settings.n_samples / width  # noqa: E731
     comparison += tuple(
         Comparison(f"nngp cond, {act}, depth {settings.sweep_depth}, width {width}", empirical,
                    None, f"infinite width {theory:.4g}; one-layer Wishart (Marchenko-Pastur) "
-                   f"floor {((1 + ratio(width) ** 0.5) / (1 - ratio(width) ** 0.5)) ** 2:.3g}")
+                   f"floor {((1 + ratio(width) ** 0.5) / (1 - ratio(width) ** 0.5)) ** 2:.3g}",
+                   key=f"nngp_{act}_depth{settings.sweep_depth}_width{width}")
         for act, _, _, width, theory, empirical, *_ in sweep)
     return Computed(columns=COLUMNS, rows=tuple(rows + sweep), comparison=comparison)
 

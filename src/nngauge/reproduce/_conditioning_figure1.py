@@ -90,9 +90,11 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         comparison += [
             Comparison(f"{name}: mean normalized dot product, initial -> final", dots[-1], None,
                        f"initial {dots[0]:.3g}; held-out error {errors[0]:.3g} -> "
-                       f"{errors[-1]:.3g} (figure 1: both fall together)"),
+                       f"{errors[-1]:.3g} (figure 1: both fall together)",
+                       key=f"{name}_final_dot_product"),
             Comparison(f"{name}: Spearman rank correlation, held-out error vs dot product",
-                       rank, None, "positive: conditioning improves as the network generalizes"),
+                       rank, None, "positive: conditioning improves as the network generalizes",
+                       key=f"{name}_rho", statistic="spearman"),
         ]
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison))
 

@@ -81,29 +81,35 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     nr, se = stats["norm_relu"], stats["selu"]
     comparison = [
         Comparison("NormReLU: E phi(z), E phi(z)^2", nr["mean"], 0.0,
-                   f"second moment {nr['norm_sq']:.12g} (eq. (2) holds by construction)"),
+                   f"second moment {nr['norm_sq']:.12g} (eq. (2) holds by construction)",
+                   key="norm_relu_mean"),
         Comparison("SELU: E phi(z), E phi(z)^2", se["mean"], None,
-                   f"second moment {se['norm_sq']:.12g}: SELU's constants make it normalized too"),
+                   f"second moment {se['norm_sq']:.12g}: SELU's constants make it normalized too",
+                   key="selu_mean"),
         Comparison("max |NormReLU - SELU| on s in [-4, 3]",
                    float(np.max(np.abs(nr["shape"] - se["shape"]))), None,
-                   "figure 2 shows the two shapes close (same scale 1.0507)"),
+                   "figure 2 shows the two shapes close (same scale 1.0507)",
+                   key="norm_relu_selu_shape_gap"),
         Comparison("max |dual NormReLU - dual SELU| on [-1, 1]",
                    float(np.max(np.abs(nr["dual"] - se["dual"]))), None,
-                   "their normalized dual (correlation) maps"),
+                   "their normalized dual (correlation) maps", key="norm_relu_selu_dual_gap"),
         Comparison("NormReLU dual map: max |closed form - quadrature|", nr["dual_gap"], None,
-                   "closed form (truncated bivariate normal moments) vs Gauss-Hermite"),
+                   "closed form (truncated bivariate normal moments) vs Gauss-Hermite",
+                   key="norm_relu_dual_quadrature_gap"),
         Comparison("NormReLU norm transfer: max |closed form - quadrature| on q in [0, 4]",
-                   nr["transfer_gap"], None, "figure 6"),
+                   nr["transfer_gap"], None, "figure 6", key="norm_relu_transfer_quadrature_gap"),
         Comparison("SELU dual map: max |auto - quadrature|", se["dual_gap"], None,
-                   "closed form" if se["closed"] else "both by quadrature (no closed form)"),
+                   "closed form" if se["closed"] else "both by quadrature (no closed form)",
+                   key="selu_dual_quadrature_gap"),
         Comparison("Lemma 2.1, batchnorm: max |f_normalized - f_raw| / max |f|",
                    lemma["batch"], 0.0, f"depth {settings.depth}, width {settings.width}, "
-                   "float64, normalization eps = 0: equal up to round-off"),
+                   "float64, normalization eps = 0: equal up to round-off",
+                   key="lemma_batchnorm"),
         Comparison("Lemma 2.1, post-activation layernorm: the same", lemma["layer"], 0.0,
-                   "as above"),
+                   "as above", key="lemma_post_layernorm"),
         Comparison("control: pre-activation layernorm (not covered by Lemma 2.1)",
                    lemma["control"], None, "differs: the lemma needs the normalization after "
-                   "the activation"),
+                   "the activation", key="control_pre_layernorm"),
     ]
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison))
 
@@ -199,8 +205,8 @@ def judge(computed: Computed) -> Verdict:
     dual_ok = abs(dual[-1] - 1) <= 1e-6 and bool(np.all(np.diff(dual) > 0))
     concave = np.diff(bias, 2) < -1e-9  # entry i: the bias is not convex at q[i + 1]
     convex_from = float(q[np.flatnonzero(concave)[-1] + 2]) if concave.any() else float(q[0])
-    lemma = [computed.compared(prefix).ours for prefix in (
-        "Lemma 2.1, batchnorm", "Lemma 2.1, post-activation", "control: pre-activation")]
+    lemma = [computed.compared(key).ours for key in (
+        "lemma_batchnorm", "lemma_post_layernorm", "control_pre_layernorm")]
     lemma_ok = lemma[0] < 1e-10 and lemma[1] < 1e-10 and lemma[2] > 1e-3
     text = (f"NormReLU's dual map is within {selu_gap:.3g} of SELU's; closed forms match "
             f"quadrature to {gap:.1g}; the norm transfer is non-decreasing and concave through "

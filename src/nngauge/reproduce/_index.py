@@ -82,7 +82,7 @@ def _section(result: ReproductionResult, record) -> str:
     rows = "".join(
         f"<tr><td>{_e(c.quantity)}</td><td>{_e(format_number(c.ours))}</td>"
         f"<td>{'-' if c.paper is None else _e(format_number(c.paper))}</td>"
-        f"<td>{_e(c.note)}</td></tr>"
+        f"<td>{_e(c.printed_note)}</td></tr>"
         for c in result.computed.comparison)
     table = ("<table><tr><th>quantity</th><th>ours</th><th>paper</th><th>note</th></tr>"
              + rows + "</table>") if rows else ""

@@ -140,33 +140,33 @@ def _comparisons(summary, sizes) -> tuple[Comparison, ...]:
         gap = math.log10(summary["random", m][0]) - math.log10(summary["true", m][0])
         out.append(Comparison(f"log10 KL at expected sharpness {EPSILON}, random - true, m={m}",
                               gap, None, "figure 2 middle/right: > 0 (random labels need "
-                              "more KL for the same expected sharpness)"))
+                              "more KL for the same expected sharpness)", key=f"kl_gap_m{m}"))
     for labelling in ("true", "random"):
         growth = (math.log10(summary[labelling, last][0])
                   - math.log10(summary[labelling, first][0]))
         out.append(Comparison(f"log10 KL at {EPSILON}: m={last} minus m={first}, {labelling} "
                               "labels", growth, None, "figure 2: the curves move more with m "
-                              "for random labels"))
+                              "for random labels", key=f"kl_growth_{labelling}"))
     for m in sizes:
         out.append(Comparison(f"Keskar sharpness, random / true, m={m}",
                               summary["random", m][1] / summary["true", m][1], None,
                               "figure 2 left: not consistently > 1 (sharpness alone does not "
-                              "separate them for small networks)"))
+                              "separate them for small networks)", key=f"keskar_ratio_m{m}"))
     for labelling in ("true", "random"):
         theorem, measured = summary[labelling, last][3], summary[labelling, last][4]
         out.append(Comparison(f"Theorem 1 bound / measured expected sharpness, {labelling} "
                               f"labels, m={last}", theorem / max(measured, 1e-300), None,
-                              "section 4: >= 1 if the bound holds (O(.) constant taken as 1)"))
+                              "section 4: >= 1 if the bound holds (O(.) constant taken as 1)",
+                              key=f"theorem1_over_measured_{labelling}"))
     return tuple(out)
 
 
 def judge(computed: Computed) -> Verdict:
     """Figure 2: random labels need more KL at epsilon at every m, and move more with m."""
-    gaps = [c.ours for c in computed.comparison if c.quantity.startswith("log10 KL at expected")]
-    true = next(c.ours for c in computed.comparison if c.quantity.endswith("true labels")
-                and c.quantity.startswith(f"log10 KL at {EPSILON}:"))
-    random = next(c.ours for c in computed.comparison if c.quantity.endswith("random labels")
-                  and c.quantity.startswith(f"log10 KL at {EPSILON}:"))
+    sizes = sorted({r["n_train"] for r in computed.records()})
+    gaps = [computed.compared(f"kl_gap_m{m}").ours for m in sizes]
+    true = computed.compared("kl_growth_true").ours
+    random = computed.compared("kl_growth_random").ours
     text = (f"log10 KL at expected sharpness {EPSILON}, random minus true labels: "
             + ", ".join(f"{g:.2f}" for g in gaps) + f" over the training-set sizes; its growth "
             f"from the smallest to the largest set: {true:.2f} (true), {random:.2f} (random).")

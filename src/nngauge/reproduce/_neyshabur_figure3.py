@@ -108,27 +108,31 @@ def _comparisons(rows) -> tuple[Comparison, ...]:
     first, last = dict(zip(COLUMNS, rows[0])), dict(zip(COLUMNS, rows[-1]))
     change = f"confusion set {last['n_confusion']} minus {first['n_confusion']}"
     out = [Comparison(f"test error, confusion set {r[0]}", r[3], None,
-                      "figure 3 left: rises with the confusion set") for r in rows]
+                      "figure 3 left: rises with the confusion set",
+                      key=f"test_error_confusion_{r[0]}") for r in rows]
     out += [Comparison(f"log10 {name} / margin^2: {change}",
                        last[f"log10_{name}"] - first[f"log10_{name}"], None,
-                       "figure 3 middle: > 0 (norms rise with the confusion set)")
+                       "figure 3 middle: > 0 (norms rise with the confusion set)",
+                       key=f"log10_{name}_change")
             for name in MEASURES]
     out.append(Comparison(f"log10 KL at expected sharpness {EPSILON}: {change}",
                           math.log10(last["kl_at_epsilon"]) - math.log10(first["kl_at_epsilon"]),
-                          None, "figure 3 right: > 0 (worse minima need more KL)"))
+                          None, "figure 3 right: > 0 (worse minima need more KL)",
+                          key="log10_kl_change"))
     out.append(Comparison(f"Keskar sharpness, confusion set {last['n_confusion']} over "
                           f"{first['n_confusion']}",
                           last["keskar_sharpness"] / first["keskar_sharpness"], None,
                           "figure 3 middle: the paper finds that sharpness 'has a poor "
-                          "behavior' here; with our small MLPs it rises with the test error"))
+                          "behavior' here; with our small MLPs it rises with the test error",
+                          key="keskar_ratio"))
     return tuple(out)
 
 
 def judge(computed: Computed) -> Verdict:
     """Figure 3: test error, norms and KL at epsilon all rise with the confusion set."""
     test = computed.column("test_error")
-    l2 = computed.compared("log10 l2 /").ours
-    kl = computed.compared("log10 KL at").ours
+    l2 = computed.compared("log10_l2_change").ours
+    kl = computed.compared("log10_kl_change").ours
     text = (f"test error {test[0]:.3f} -> {test[-1]:.3f}; log10 l2/margin^2 change {l2:.2f}; "
             f"log10 KL at {EPSILON} change {kl:.2f}.")
     if test[-1] > test[0] and l2 > 0 and kl > 0:

@@ -112,7 +112,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     for name in MEASURES:
         gap = value["random", largest, name] - value["true", largest, name]
         comparison.append(Comparison(f"log10 {name} / margin^2, random - true labels, "
-                                     f"m={largest}", gap, None, "paper: > 0 (random higher)"))
+                                     f"m={largest}", gap, None, "paper: > 0 (random higher)",
+                                     key=f"log10_{name}_gap"))
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison))
 
 

@@ -121,16 +121,18 @@ def comparison(computed: Computed, settings: Settings) -> tuple[Comparison, ...]
     offset = float(np.median(np.log10(nlcs * diameters))) if len(nlcs) else math.nan
     n = len(computed.rows)
     return (
-        Comparison("Spearman rho(NLC, relative region diameter)", rho, None,
-                   f"p = {p:.3g}, n = {n}; the figure shows an inverse relation (rho < 0)"),
+        Comparison("Spearman rho(NLC, relative region diameter)", rho, key="rho",
+                   statistic="spearman", p_value=p, n=n,
+                   note="the figure shows an inverse relation (rho < 0)"),
         Comparison("log-log slope of diameter vs NLC", slope, -1.0,
                    f"{len(nlcs)} architectures inside the grid; paper: section 3's "
-                   "diameter ~ 1 / NLC (slope -1)"),
+                   "diameter ~ 1 / NLC (slope -1)", key="slope", statistic="slope"),
         Comparison("median log10(NLC * diameter)", offset, 0.0,
-                   "paper: diameter ~ 1 / NLC (0 for an exact match)"),
+                   "paper: diameter ~ 1 / NLC (0 for an exact match)", key="offset"),
         Comparison("architectures with a median diameter below the grid (< 1e-9)",
                    float(sum(d == 0 for d in computed.column("region_diameter"))), None,
-                   "the paper leaves NLC > 1e9 off its figure for the same reason"),
+                   "the paper leaves NLC > 1e9 off its figure for the same reason",
+                   key="below_grid"),
     )
 
 
@@ -154,22 +156,22 @@ def plot(computed: Computed, figure) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("NLC at initialization")
     ax.set_ylabel("relative diameter of linearly approximable region")
-    rho = computed.comparison[0]
+    rho = computed.compared("rho")
     ax.set_title(f"waveform-noise, sampled architectures: Spearman {rho.ours:.2f} "
-                 f"({rho.note.split(';')[0]})", fontsize=9)
+                 f"({rho.printed_statistics})", fontsize=9)
     ax.legend(fontsize=8)
 
 
 def judge(computed: Computed) -> Verdict:
     """Figure 1: the region diameter falls as the NLC grows (Spearman < 0, significant), with a
     log-log slope near section 3's -1."""
-    rho = computed.compared("Spearman rho(NLC, relative region diameter)")
-    slope = computed.compared("log-log slope").ours
-    offset = computed.compared("median log10(NLC * diameter)").ours
-    p = float(rho.note.split("p = ")[1].split(",")[0])
-    summary = (f"Spearman rho {rho.ours:.2f} (p = {p:.2g}); log-log slope {slope:.2f} (section "
-               f"3: -1); median log10(NLC x diameter) {offset:.2f}")
-    if rho.ours < -0.5 and p < 0.05 and -1.5 <= slope <= -0.5 and abs(offset) <= 0.5:
+    rho = computed.compared("rho")
+    slope = computed.compared("slope").ours
+    offset = computed.compared("offset").ours
+    summary = (f"Spearman rho {rho.ours:.2f} (p = {rho.p_value:.2g}); log-log slope {slope:.2f} "
+               f"(section 3: -1); median log10(NLC x diameter) {offset:.2f}")
+    if (rho.ours < -0.5 and rho.significant() and -1.5 <= slope <= -0.5
+            and abs(offset) <= 0.5):
         return Verdict("reproduced", summary + ".")
     if rho.ours < 0:
         return Verdict("qualitatively", summary + ".")

@@ -23,7 +23,9 @@ from nngauge.reproduce._nlc_study import finite, positive
 
 COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "nlc", "output_bias",
            "test_error")
-PANELS = (("without skip connections", False), ("with skip connections", True))
+PANELS = (("without skip connections", False, "no_skip"), ("with skip connections", True, "skip"))
+"""Per panel: its label, whether its architectures have skip connections, its comparisons'
+key prefix."""
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
@@ -39,7 +41,7 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     fit = np.polyfit(np.log([r["nlc"] for r in clean]), [r["test_error"] for r in clean], 1)
     comparison = []
     residuals = {}
-    for label, skip in PANELS:
+    for label, skip, panel in PANELS:
         group = [r for r in records if r["skip"] == skip]
         nlc = np.array([r["nlc"] for r in group])
         error = np.array([r["test_error"] for r in group])
@@ -47,16 +49,19 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         residuals[skip] = float(np.mean([r["test_error"] - np.polyval(fit, np.log(r["nlc"]))
                                          for r in group if not r["high_bias"]]))
         comparison += [
-            Comparison(f"{label}: Spearman rho(NLC, test error)", float(rho), None,
-                       f"p = {p:.3g}, n = {len(group)}"),
-            Comparison(f"{label}: median NLC", float(np.median(nlc)), None, ""),
-            Comparison(f"{label}: lowest test error", float(error.min()), None, ""),
+            Comparison(f"{label}: Spearman rho(NLC, test error)", float(rho),
+                       key=f"{panel}_rho", statistic="spearman", p_value=float(p),
+                       n=len(group)),
+            Comparison(f"{label}: median NLC", float(np.median(nlc)), None, "",
+                       key=f"{panel}_median_nlc"),
+            Comparison(f"{label}: lowest test error", float(error.min()), None, "",
+                       key=f"{panel}_lowest_error"),
         ]
     comparison.append(Comparison(
         "test error at a given NLC, with - without skip connections",
         residuals[True] - residuals[False], None,
         "mean residual of one fit of test error on log NLC (without the high-bias "
-        "architectures); B.3: lower with skip connections (< 0)"))
+        "architectures); B.3: lower with skip connections (< 0)", key="skip_error_shift"))
     return Computed(columns=COLUMNS, rows=rows, comparison=tuple(comparison))
 
 
@@ -64,14 +69,14 @@ def judge(computed: Computed) -> Verdict:
     """The paper: both panels show figure 2's relation (NLC predicts test error: a positive
     rank correlation in each), and the behaviour differs between them (B.3: skip connections
     lower the test error at a given NLC, and the NLC)."""
-    rho = {skip: computed.compared(f"{label}: Spearman").ours for label, skip in PANELS}
-    median = {skip: computed.compared(f"{label}: median NLC").ours for label, skip in PANELS}
-    shift = computed.compared("test error at a given NLC").ours
-    numbers = (f"rho without skips {rho[False]:.2f} ({computed.compared(PANELS[0][0]).note}), "
-               f"with skips {rho[True]:.2f} ({computed.compared(PANELS[1][0]).note}); median "
+    rho = {skip: computed.compared(f"{panel}_rho") for _, skip, panel in PANELS}
+    median = {skip: computed.compared(f"{panel}_median_nlc").ours for _, skip, panel in PANELS}
+    shift = computed.compared("skip_error_shift").ours
+    numbers = (f"rho without skips {rho[False].ours:.2f} ({rho[False].printed_statistics}), "
+               f"with skips {rho[True].ours:.2f} ({rho[True].printed_statistics}); median "
                f"NLC {median[False]:.3g} without, {median[True]:.3g} with; test error at a "
                f"given NLC {shift:+.3f} with skips")
-    related = rho[False] > 0 and rho[True] > 0
+    related = rho[False].ours > 0 and rho[True].ours > 0
     differs = shift < 0 and median[True] < median[False]
     if related and differs:
         return Verdict("reproduced", numbers + ".")
@@ -87,7 +92,7 @@ def plot(computed: Computed, figure) -> None:
     records = [r for r in computed.records()
                if positive(r["nlc"]) and finite(r["test_error"])]
     axes = figure.subplots(1, 2, sharex=True, sharey=True)
-    for ax, (label, skip) in zip(axes, PANELS):
+    for ax, (label, skip, panel) in zip(axes, PANELS):
         group = [r for r in records if r["skip"] == skip]
         for name, color, chosen in (("high output bias", "tab:red", True),
                                     ("others", "tab:blue" if skip else "black", False)):
@@ -97,8 +102,7 @@ def plot(computed: Computed, figure) -> None:
         ax.axvspan(1.0, 3.0, color="tab:green", alpha=0.15)
         ax.set_xscale("log")
         ax.set_xlabel("NLC at initialization")
-        ax.set_title(f"{label} (rho {computed.compared(label + ': Spearman').ours:.2f})",
-                     fontsize=9)
+        ax.set_title(f"{label} (rho {computed.compared(f'{panel}_rho').ours:.2f})", fontsize=9)
         ax.legend(fontsize=7)
     axes[0].set_ylabel("test error")
 

@@ -36,20 +36,22 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     nlc_corr = next(c for c in summary.correlations if c.measure == "nlc")
     low, high = summary.ideal_nlc_range or (math.nan, math.nan)
     comparison = (
-        Comparison("Spearman rho(NLC, test error)", nlc_corr.spearman, None,
-                   f"p = {nlc_corr.spearman_p:.3g}, n = {nlc_corr.n}"),
-        Comparison("Kendall tau(NLC, test error)", nlc_corr.kendall, None,
-                   f"p = {nlc_corr.kendall_p:.3g}"),
+        Comparison("Spearman rho(NLC, test error)", nlc_corr.spearman, key="rho",
+                   statistic="spearman", p_value=nlc_corr.spearman_p, n=nlc_corr.n),
+        Comparison("Kendall tau(NLC, test error)", nlc_corr.kendall, key="tau",
+                   statistic="kendall", p_value=nlc_corr.kendall_p),
         Comparison("lowest NLC of the best tenth", low, IDEAL_RANGE[0],
-                   "paper: ideal range 1 <~ NLC <~ 3 (observed)"),
-        Comparison("highest NLC of the best tenth", high, IDEAL_RANGE[1], ""),
+                   "paper: ideal range 1 <~ NLC <~ 3 (observed)", key="best_tenth_lowest_nlc"),
+        Comparison("highest NLC of the best tenth", high, IDEAL_RANGE[1], "",
+                   key="best_tenth_highest_nlc"),
         Comparison("architectures with high output bias", float(sum(r[4] for r in rows)), None,
-                   "output bias > 1000"),
+                   "output bias > 1000", key="high_bias"),
         Comparison("architectures with skip connections", float(sum(r[5] for r in rows)), None,
-                   ""),
+                   "", key="skip"),
         Comparison("architectures with a constant output at initialization",
                    float(study.undefined), None,
-                   "NLC undefined (no output variance): left out of the correlations"),
+                   "NLC undefined (no output variance): left out of the correlations",
+                   key="constant_output"),
         *_more_statistics(rows, generator),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
@@ -79,18 +81,20 @@ def _more_statistics(rows, generator: torch.Generator) -> list[Comparison]:
     no_bias = ~np.array([bool(r[4]) for r in points])
     return [
         Comparison("Spearman rho, 95% bootstrap interval low", float(low), None,
-                   "999 paired resamples of the architectures"),
-        Comparison("Spearman rho, 95% bootstrap interval high", float(high), None, ""),
-        Comparison("Spearman rho without high output bias", float(rho), None,
-                   f"p = {p:.3g}, n = {len(clean)}"),
+                   "999 paired resamples of the architectures", key="rho_interval_low"),
+        Comparison("Spearman rho, 95% bootstrap interval high", float(high), None, "",
+                   key="rho_interval_high"),
+        Comparison("Spearman rho without high output bias", float(rho), key="rho_no_high_bias",
+                   statistic="spearman", p_value=float(p), n=len(clean)),
         Comparison("median NLC, with / without skip connections",
                    float(np.median(nlc[skip]) / np.median(nlc[~skip])), None,
                    f"{np.median(nlc[skip]):.3g} / {np.median(nlc[~skip]):.3g}; section 4: "
-                   "skip connections lead to lower NLC (< 1)"),
+                   "skip connections lead to lower NLC (< 1)", key="skip_nlc_ratio"),
         Comparison("test error at a given NLC, with - without skip connections",
                    float(residual[skip & no_bias].mean() - residual[~skip & no_bias].mean()),
                    None, "mean residual of a linear fit of test error on log NLC; B.3: lower "
-                   "test error for a given NLC with skip connections (< 0)"),
+                   "test error for a given NLC with skip connections (< 0)",
+                   key="skip_error_shift"),
     ]
 
 
@@ -117,23 +121,23 @@ def plot(computed: Computed, figure) -> None:
 def judge(computed: Computed) -> Verdict:
     """The paper: NLC predicts test error (figure 2, a positive rank correlation); the skip
     connections' part of the claim (section 4, B.3) is reported either way."""
-    rho = computed.compared("Spearman").ours
-    note = computed.compared("Spearman").note
+    rho = computed.compared("rho")
+    stated = rho.printed_statistics
     n = len(computed.rows)
-    low = computed.compared("Spearman rho, 95% bootstrap interval low").ours
-    high = computed.compared("Spearman rho, 95% bootstrap interval high").ours
-    skip_nlc = computed.compared("median NLC, with / without skip").ours
-    skip_error = computed.compared("test error at a given NLC").ours
+    low = computed.compared("rho_interval_low").ours
+    high = computed.compared("rho_interval_high").ours
+    skip_nlc = computed.compared("skip_nlc_ratio").ours
+    skip_error = computed.compared("skip_error_shift").ours
     skips = (f"; skip connections: median NLC ratio {skip_nlc:.2f} (paper: < 1), test error at "
              f"a given NLC {skip_error:+.3f} (paper: < 0)")
-    if rho > 0 and "p = " in note and float(note.split("p = ")[1].split(",")[0]) < 0.05:
-        return Verdict("reproduced", f"Spearman rho {rho:.2f} ({note}; 95% bootstrap interval "
-                       f"{low:.2f} to {high:.2f})" + skips + ".")
-    if rho > 0:
-        return Verdict("qualitatively", f"Spearman rho {rho:.2f} ({note}): the sign of the "
-                       f"paper's relation, not significant with {n} architectures.")
-    return Verdict("differs", f"Spearman rho {rho:.2f} ({note}): no positive relation between "
-                   f"NLC and test error over these {n} architectures.")
+    if rho.ours > 0 and rho.significant():
+        return Verdict("reproduced", f"Spearman rho {rho.ours:.2f} ({stated}; 95% bootstrap "
+                       f"interval {low:.2f} to {high:.2f})" + skips + ".")
+    if rho.ours > 0:
+        return Verdict("qualitatively", f"Spearman rho {rho.ours:.2f} ({stated}): the sign of "
+                       f"the paper's relation, not significant with {n} architectures.")
+    return Verdict("differs", f"Spearman rho {rho.ours:.2f} ({stated}): no positive relation "
+                   f"between NLC and test error over these {n} architectures.")
 
 
 REPRODUCTION = Reproduction(

@@ -69,28 +69,34 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     robust = spearman("nlc", "error_preserving_perturbation", records)
     decreased = np.mean([r["nlc_after"] < r["nlc"] for r in usable])
     comparison = (
-        Comparison("A: Spearman rho(output bias, test error)", bias_rho, None,
-                   f"p = {bias_p:.3g}, n = {n}; the paper: a low initial bias is needed for a "
-                   "low test error (a necessary condition, not a rank relation)"),
+        Comparison("A: Spearman rho(output bias, test error)", bias_rho, key="a_rho",
+                   statistic="spearman", p_value=bias_p, n=n,
+                   note="the paper: a low initial bias is needed for a low test error (a "
+                   "necessary condition, not a rank relation)"),
         Comparison("A: largest output bias of the best tenth", max(r["output_bias"]
                                                                    for r in best),
-                   None, f"median over all: {np.median([r['output_bias'] for r in usable]):.3g}"),
+                   None, f"median over all: {np.median([r['output_bias'] for r in usable]):.3g}",
+                   key="a_best_tenth_largest_bias"),
         Comparison("A: lowest test error with output bias > 1000",
                    min((r["test_error"] for r in usable if r["high_bias"]), default=math.nan),
                    None, f"{sum(r['high_bias'] for r in usable)} architectures (the paper's red "
-                   f"points); chance: {CHANCE_ERROR:.3g}"),
+                   f"points); chance: {CHANCE_ERROR:.3g}", key="a_high_bias_lowest_error"),
         Comparison("B: fraction of architectures whose NLC decreased in training",
-                   float(decreased), None, "the paper: the vast majority"),
-        Comparison("B: Spearman rho(NLC before, NLC after)", before_after[0], None,
-                   f"p = {before_after[1]:.3g}; the paper: before predicts after"),
-        Comparison("C: Spearman rho(NLC after, test error)", after_error[0], None,
-                   f"p = {after_error[1]:.3g}; before training: {before_error[0]:.3f} "
-                   f"(p = {before_error[1]:.3g}); the paper: significantly lower after"),
+                   float(decreased), None, "the paper: the vast majority", key="b_decreased"),
+        Comparison("B: Spearman rho(NLC before, NLC after)", before_after[0], key="b_rho",
+                   statistic="spearman", p_value=before_after[1],
+                   note="the paper: before predicts after"),
+        Comparison("C: Spearman rho(NLC after, test error)", after_error[0], key="c_rho",
+                   statistic="spearman", p_value=after_error[1],
+                   note=f"before training: {before_error[0]:.3f} (p = {before_error[1]:.3g}); "
+                   "the paper: significantly lower after"),
         Comparison("E: Spearman rho(NLC before, error-preserving perturbation)", robust[0],
-                   None, f"p = {robust[1]:.3g}, n = {robust[2]}; the paper: high-NLC "
-                   "architectures lose accuracy under tiny perturbations"),
+                   key="e_rho", statistic="spearman", p_value=robust[1], n=robust[2],
+                   note="the paper: high-NLC architectures lose accuracy under tiny "
+                   "perturbations"),
         Comparison("E: median error-preserving perturbation, NLC > 3 / NLC <= 3",
-                   _median_ratio(usable), None, "relative sizes k of E.3"),
+                   _median_ratio(usable), None, "relative sizes k of E.3",
+                   key="e_perturbation_ratio"),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison,
                     extra={"before_error_rho": before_error[0]})
@@ -109,24 +115,25 @@ def judge(computed: Computed) -> Verdict:
     bias (< 10) and no architecture with a bias > 1000 beats chance; B, most NLCs decrease and the initial NLC predicts the
     final one (p < 0.05); C, the final NLC correlates less with test error than the initial
     one; E, the initial NLC correlates negatively with the error-preserving perturbation."""
-    def ours(prefix: str) -> float:
-        return computed.compared(prefix).ours
+    def ours(key: str) -> float:
+        return computed.compared(key).ours
 
     before = computed.extra["before_error_rho"]
-    b_note = computed.compared("B: Spearman").note
+    before_after = computed.compared("b_rho")
     checks = {
-        "A": (ours("A: largest") < LOW_BIAS and not ours("A: lowest") < BETTER_THAN_CHANCE,
-              f"largest initial bias of the best tenth {ours('A: largest'):.3g}, lowest test "
-              f"error with a bias > 1000 {ours('A: lowest'):.3g} (rho(bias, error) "
-              f"{ours('A: Spearman'):.2f})"),
-        "B": (ours("B: fraction") > 0.5 and ours("B: Spearman") > 0
-              and float(b_note.split("p = ")[1].split(";")[0]) < 0.05,
-              f"NLC decreased for {ours('B: fraction'):.0%}, rho(before, after) "
-              f"{ours('B: Spearman'):.2f} ({b_note.split(';')[0]})"),
-        "C": (ours("C: Spearman") < before,
-              f"rho(after, error) {ours('C: Spearman'):.2f} vs before {before:.2f}"),
-        "E": (ours("E: Spearman") < 0,
-              f"rho(NLC, perturbation) {ours('E: Spearman'):.2f}"),
+        "A": (ours("a_best_tenth_largest_bias") < LOW_BIAS
+              and not ours("a_high_bias_lowest_error") < BETTER_THAN_CHANCE,
+              f"largest initial bias of the best tenth {ours('a_best_tenth_largest_bias'):.3g}, "
+              f"lowest test error with a bias > 1000 {ours('a_high_bias_lowest_error'):.3g} "
+              f"(rho(bias, error) {ours('a_rho'):.2f})"),
+        "B": (ours("b_decreased") > 0.5 and before_after.ours > 0
+              and before_after.significant(),
+              f"NLC decreased for {ours('b_decreased'):.0%}, rho(before, after) "
+              f"{before_after.ours:.2f} ({before_after.printed_statistics})"),
+        "C": (ours("c_rho") < before,
+              f"rho(after, error) {ours('c_rho'):.2f} vs before {before:.2f}"),
+        "E": (ours("e_rho") < 0,
+              f"rho(NLC, perturbation) {ours('e_rho'):.2f}"),
     }
     return panel_verdict(checks)
 
@@ -162,8 +169,8 @@ def plot(computed: Computed, figure) -> None:
             ax.axhline(CHANCE_ERROR, color="gray", ls="--", lw=0.8, label="chance")
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
-        ax.set_title(f"{panel}: {computed.compared(panel + ': Spearman').quantity[3:]} "
-                     f"{computed.compared(panel + ': Spearman').ours:.2f}", fontsize=8)
+        rho = computed.compared(f"{panel.lower()}_rho")
+        ax.set_title(f"{rho.quantity} {rho.ours:.2f}", fontsize=8)
     axes[0].legend(fontsize=6)
 
 

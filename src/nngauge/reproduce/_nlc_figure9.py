@@ -55,27 +55,31 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     partial = _partial_spearman(before, error, np.log(nlc))
     comparison = (
         Comparison("A: fraction of architectures whose bias decreased in training",
-                   float(np.mean(after < before)), None, f"n = {len(records)}; B.2: in many "
-                   "cases"),
+                   float(np.mean(after < before)), None, "B.2: in many cases",
+                   key="a_decreased", n=len(records)),
         Comparison("A: median bias - 1, before / after training",
                    float(np.median(before - 1) / np.median(after - 1)), None,
-                   f"{np.median(before - 1):.3g} / {np.median(after - 1):.3g}"),
+                   f"{np.median(before - 1):.3g} / {np.median(after - 1):.3g}",
+                   key="a_median_bias_ratio"),
         Comparison("B: largest bias after training, test error < "
                    f"{BETTER_THAN_CHANCE:.3g}", float(after[good].max()) if good.any()
-                   else math.nan, None, f"{int(good.sum())} architectures better than chance"),
+                   else math.nan, None, f"{int(good.sum())} architectures better than chance",
+                   key="b_good_largest_bias"),
         Comparison(f"B: lowest test error with a bias after training > {HIGH:g}",
                    float(error[after > HIGH].min()) if (after > HIGH).any() else math.nan,
                    None, f"{int((after > HIGH).sum())} architectures; chance: "
-                   f"{CHANCE_ERROR:.3g}"),
-        Comparison("B: Spearman rho(bias after training, test error)", float(rho), None,
-                   f"p = {p:.3g}; B.2: a low final bias is necessary for a low test error"),
+                   f"{CHANCE_ERROR:.3g}", key="b_high_bias_lowest_error"),
+        Comparison("B: Spearman rho(bias after training, test error)", float(rho), key="b_rho",
+                   statistic="spearman", p_value=float(p),
+                   note="B.2: a low final bias is necessary for a low test error"),
         Comparison(f"C: architectures with bias > {HIGH:g} and NLC <= {LOW_NLC:g}",
                    float(np.sum((before > HIGH) & (nlc <= LOW_NLC))), None,
                    f"of {int(np.sum(before > HIGH))} with bias > {HIGH:g}; B.2: many "
-                   "architectures have a high bias but a low NLC"),
+                   "architectures have a high bias but a low NLC", key="c_high_bias_low_nlc"),
         Comparison("C: partial Spearman rho(bias before, test error | log NLC)", partial,
                    None, "the rank correlation left after removing the NLC's linear "
-                   "part from both ranks; > 0: the bias predicts beyond the NLC"),
+                   "part from both ranks; > 0: the bias predicts beyond the NLC",
+                   key="c_partial_rho", statistic="partial spearman"),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
 
@@ -96,18 +100,19 @@ def judge(computed: Computed) -> Verdict:
     <= 10, and none ending above 10 beats chance;
     C, some architectures have a high bias but a low NLC, and the bias predicts test error
     beyond the NLC (positive partial rank correlation)."""
-    def ours(prefix: str) -> float:
-        return computed.compared(prefix).ours
+    def ours(key: str) -> float:
+        return computed.compared(key).ours
 
     checks = {
-        "A": (ours("A: fraction") >= 0.5, f"bias decreased for {ours('A: fraction'):.0%}"),
-        "B": (ours("B: largest") <= HIGH and not ours("B: lowest") < BETTER_THAN_CHANCE,
+        "A": (ours("a_decreased") >= 0.5, f"bias decreased for {ours('a_decreased'):.0%}"),
+        "B": (ours("b_good_largest_bias") <= HIGH
+              and not ours("b_high_bias_lowest_error") < BETTER_THAN_CHANCE,
               f"largest final bias of the architectures better than chance "
-              f"{ours('B: largest'):.3g}, lowest test error with a final bias > {HIGH:g} "
-              f"{ours('B: lowest'):.3g}"),
-        "C": (ours("C: architectures") > 0 and ours("C: partial") > 0,
-              f"{ours('C: architectures'):.0f} with a high bias but a low NLC, partial rho "
-              f"{ours('C: partial'):.2f}"),
+              f"{ours('b_good_largest_bias'):.3g}, lowest test error with a final bias > "
+              f"{HIGH:g} {ours('b_high_bias_lowest_error'):.3g}"),
+        "C": (ours("c_high_bias_low_nlc") > 0 and ours("c_partial_rho") > 0,
+              f"{ours('c_high_bias_low_nlc'):.0f} with a high bias but a low NLC, partial rho "
+              f"{ours('c_partial_rho'):.2f}"),
     }
     return panel_verdict(checks)
 

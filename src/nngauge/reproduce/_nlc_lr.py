@@ -97,19 +97,23 @@ def _comparison(rows, n_lrs: int, undefined: int) -> tuple[Comparison, ...]:
     return (
         Comparison("7A: lowest selected grid index (lowest validation error)",
                    float(min(indices)) if indices else math.nan, None,
-                   f"grid 0..{n_lrs - 1}; {len(general)} architectures better than chance"),
+                   f"grid 0..{n_lrs - 1}; {len(general)} architectures better than chance",
+                   key="7a_lowest_index"),
         Comparison("7A: highest selected grid index",
                    float(max(indices)) if indices else math.nan, None,
-                   "figure 7: a margin of never-chosen runs on each side"),
-        Comparison("8A: Spearman rho(log NLC, log selected rate)", a[0], None,
-                   f"p = {a[1]:.3g}, n = {a[3]}"),
-        Comparison("8A: slope of log rate on log NLC", a[2], None, "least squares"),
-        Comparison("8B: Spearman rho(log NLC, log rate of lowest training error)", b[0], None,
-                   f"p = {b[1]:.3g}, n = {b[3]}"),
+                   "figure 7: a margin of never-chosen runs on each side",
+                   key="7a_highest_index"),
+        Comparison("8A: Spearman rho(log NLC, log selected rate)", a[0], key="8a_rho",
+                   statistic="spearman", p_value=a[1], n=a[3]),
+        Comparison("8A: slope of log rate on log NLC", a[2], None, "least squares",
+                   key="8a_slope", statistic="slope"),
+        Comparison("8B: Spearman rho(log NLC, log rate of lowest training error)", b[0],
+                   key="8b_rho", statistic="spearman", p_value=b[1], n=b[3]),
         Comparison("8B: slope of log rate on log NLC", b[2], -2.0,
-                   "B.1: the rate should decay as the square of the NLC"),
+                   "B.1: the rate should decay as the square of the NLC", key="8b_slope",
+                   statistic="slope"),
         Comparison("architectures with a constant output at initialization", float(undefined),
-                   None, "NLC undefined: left out"),
+                   None, "NLC undefined: left out", key="constant_output"),
     )
 
 
@@ -118,19 +122,18 @@ def judge(computed: Computed) -> Verdict:
     p < 0.05, for the training-error selection), at a slope within 1 of B.1's -2; figure 7's:
     the grid brackets the selected runs (no selection at either end of the grid). Both hold:
     reproduced; the fall alone: qualitatively."""
-    rho = computed.compared("8B: Spearman").ours
-    note = computed.compared("8B: Spearman").note
-    slope = computed.compared("8B: slope").ours
-    low = computed.compared("7A: lowest").ours
-    high = computed.compared("7A: highest").ours
+    rho = computed.compared("8b_rho")
+    slope = computed.compared("8b_slope").ours
+    low = computed.compared("7a_lowest_index").ours
+    high = computed.compared("7a_highest_index").ours
     n_lrs = computed.extra["n_lrs"]
-    p = float(note.split("p = ")[1].split(",")[0])
-    numbers = (f"rho(log NLC, log rate) {rho:.2f} ({note}), slope {slope:.2f} (B.1: -2); "
-               f"selected indices {low:.0f}-{high:.0f} of 0-{n_lrs - 1}")
+    numbers = (f"rho(log NLC, log rate) {rho.ours:.2f} ({rho.printed_statistics}), slope "
+               f"{slope:.2f} (B.1: -2); selected indices {low:.0f}-{high:.0f} of 0-{n_lrs - 1}")
     bracketed = low > 0 and high < n_lrs - 1
-    if rho < 0 and p < 0.05 and abs(slope + 2) <= 1 and bracketed:
+    falls = rho.ours < 0 and rho.significant()
+    if falls and abs(slope + 2) <= 1 and bracketed:
         return Verdict("reproduced", numbers + ".")
-    if rho < 0 and p < 0.05:
+    if falls:
         return Verdict("qualitatively", numbers + ": the rate falls with the NLC" + (
             "" if abs(slope + 2) <= 1 else ", at another power than -2") + (
             "" if bracketed else "; the grid does not bracket every selected run") + ".")

@@ -52,7 +52,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         theory = per_layer ** (depth - 1)
         rows.append((depth, ours, paper, theory))
         comparison.append(Comparison(f"NLC depth {depth}", ours, paper,
-                                     f"NLC_relu(1)^{depth - 1} = {theory:.4g}"))
+                                     f"NLC_relu(1)^{depth - 1} = {theory:.4g}",
+                                     key=f"nlc_depth_{depth}"))
     return Computed(columns=("depth", "nlc", "paper", "nlc_relu_1_power"), rows=tuple(rows),
                     comparison=tuple(comparison))
 

@@ -159,17 +159,19 @@ def _comparison(computed: Computed, sine: float) -> tuple[Comparison, ...]:
     depth, crossings = computed.column("depth"), computed.column("crossings")
     nlcs = computed.column("nlc")
     out = [Comparison(f"NLC depth {d}", v, p, "the illustrated network, Gaussian inputs "
-                      f"(class changes along a great circle: {c:.1f})")
+                      f"(class changes along a great circle: {c:.1f})", key=f"nlc_depth_{d}")
            for d, v, p, c in zip(depth, nlcs, computed.column("paper_nlc"), crossings)]
     rho_depth, p_depth = spearman(depth, crossings)
     rho_nlc, p_nlc = spearman(nlcs, crossings)
     out += [
-        Comparison("Spearman rho(depth, class changes along circles)", rho_depth, None,
-                   f"p = {p_depth:.3g}; A.2: the colour changes more quickly with depth"),
-        Comparison("Spearman rho(NLC, class changes along circles)", rho_nlc, None,
-                   f"p = {p_nlc:.3g}; A.2: ... and with the NLC"),
+        Comparison("Spearman rho(depth, class changes along circles)", rho_depth,
+                   key="rho_depth", statistic="spearman", p_value=p_depth,
+                   note="A.2: the colour changes more quickly with depth"),
+        Comparison("Spearman rho(NLC, class changes along circles)", rho_nlc, key="rho_nlc",
+                   statistic="spearman", p_value=p_nlc, note="A.2: ... and with the NLC"),
         Comparison("figure 5: NLC of sin on [0, 2 pi]", sine, None,
-                   f"closed form 2 pi / sqrt(12) = {SIN_NLC:.4f}; the paper prints none"),
+                   f"closed form 2 pi / sqrt(12) = {SIN_NLC:.4f}; the paper prints none",
+                   key="sine_nlc"),
     ]
     return tuple(out)
 
@@ -215,9 +217,9 @@ def _plot_figure5(ax) -> None:
 def judge(computed: Computed) -> Verdict:
     """Table 2's pictures: the output's colour changes more often with depth and with the NLC,
     and the NLC follows Table 2's column."""
-    by_depth = computed.compared("Spearman rho(depth, class changes").ours
-    by_nlc = computed.compared("Spearman rho(NLC, class changes").ours
-    nlc = [c for c in computed.comparison if c.quantity.startswith("NLC depth")]
+    by_depth = computed.compared("rho_depth").ours
+    by_nlc = computed.compared("rho_nlc").ours
+    nlc = [computed.compared(f"nlc_depth_{d}") for d in computed.column("depth")]
     close = sum(0.5 <= c.ours / c.paper <= 2 for c in nlc)
     summary = (f"Spearman rho of class changes with depth {by_depth:.2f}, with the NLC "
                f"{by_nlc:.2f}; NLC within a factor 2 of Table 2 at {close} of {len(nlc)} depths")

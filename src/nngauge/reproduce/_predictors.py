@@ -126,12 +126,13 @@ def compute(family: str, scale: str, generator: torch.Generator) -> Computed:
         Comparison(f"Spearman rho({r.name}, accuracy)", r.spearman, PUBLISHED.get(r.name),
                    f"[{r.spearman_low:.2f}, {r.spearman_high:.2f}], n = {r.n}, top-10% "
                    f"precision {r.top_precision:.2f}" + (
-                       "; paper: NAS-Bench-201 CIFAR-10" if r.name in PUBLISHED else ""))
+                       "; paper: NAS-Bench-201 CIFAR-10" if r.name in PUBLISHED else ""),
+                   key=f"rho_{r.name}", statistic="spearman")
         for r in table.rows)
     return Computed(columns=COLUMNS, rows=rows, comparison=(
         *comparison,
         Comparison("architectures", float(len(summary.points)), None,
-                   f"{len(failed)} failed units"),
+                   f"{len(failed)} failed units", key="architectures"),
     ), extra={"table": table})
 
 

@@ -140,7 +140,8 @@ def _comparison(rows) -> list[Comparison]:
         out.append(Comparison(f"fig. 14, k={width}: dichotomies per added layer (factor)",
                               float(np.exp(slope)), None,
                               f"depths {counts[0][0]}-{counts[-1][0]}: {counts[0][1]:.4g} -> "
-                              f"{counts[-1][1]:.4g} of 2^15 = 32768"))
+                              f"{counts[-1][1]:.4g} of 2^15 = 32768",
+                              key=f"fig14_k{width}_growth"))
     fig15 = [r for r in rows if r[0] == "fig15"]
     for remaining in sorted({r[4] for r in fig15}):
         counts = [r[6] for r in fig15 if r[4] == remaining]
@@ -148,12 +149,12 @@ def _comparison(rows) -> list[Comparison]:
             f"fig. 15, remaining depth {remaining}: dichotomies (mean over total depths)",
             float(np.mean(counts)), None,
             f"{len(counts)} total depths, range {min(counts)}-{max(counts)}: figure 15, the "
-            "count depends only on the remaining depth"))
+            "count depends only on the remaining depth", key=f"fig15_remaining{remaining}"))
     for r in (r for r in rows if r[0] == "fig16"):
         out.append(Comparison(
             f"fig. 16, depth {r[2]}: dichotomies / random walk's at {r[7]} flips",
             r[6] / r[8], None, f"{r[6]} vs {r[8]:.1f}: figure 16, the network follows the "
-            "random walk"))
+            "random walk", key=f"fig16_depth{r[2]}"))
     return out
 
 

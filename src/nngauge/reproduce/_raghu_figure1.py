@@ -122,21 +122,24 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     ours = [r for r in rows if r[0] == WIDTH and r[1] == HIDDEN]
     comparison = [Comparison(f"network 0, pane {k}: regions after {k} layer(s)",
                              float(first.per_depth[k - 1]), None,
-                             f"most possible in R^2: {ours[k - 1][8]}")
+                             f"most possible in R^2: {ours[k - 1][8]}",
+                             key=f"network0_pane{k}_regions")
                   for k in range(1, HIDDEN + 1)]
     for k in range(1, HIDDEN + 1):
         counts = [r[4] for r in ours if r[3] == k]
         comparison.append(Comparison(
             f"pane {k}: mean regions over {settings.networks} networks", float(np.mean(counts)),
-            None, f"range {min(counts)}-{max(counts)}"))
+            None, f"range {min(counts)}-{max(counts)}", key=f"pane{k}_mean_regions"))
     agree = [r[4] == r[7] for r in rows if r[3] == 1]
     comparison.append(Comparison("pane 1 equals the direct arrangement count (fraction)",
-                                 float(np.mean(agree)), 1.0, "lines in general position"))
+                                 float(np.mean(agree)), 1.0, "lines in general position",
+                                 key="pane1_is_arrangement"))
     for (width, hidden), result in zip(LARGER, larger):
         comparison.append(Comparison(
             f"2-{'-'.join([str(width)] * hidden)}: regions of the whole network",
             float(result.n_regions), None,
-            f"most possible in R^2: {max_regions_upper_bound_text(width, hidden)}"))
+            f"most possible in R^2: {max_regions_upper_bound_text(width, hidden)}",
+            key=f"regions_width{width}_depth{hidden}"))
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison),
                     extra={"result": first, "larger": larger})
 
@@ -167,8 +170,8 @@ def plot(computed: Computed, figure) -> None:
 def judge(computed: Computed) -> Verdict:
     """Figure 1: every hidden layer subdivides the regions of the layers below (more regions
     pane after pane); the first layer's lines form a plain arrangement."""
-    means = [c.ours for c in computed.comparison if "mean regions over" in c.quantity]
-    arrangement = computed.compared("pane 1 equals the direct arrangement").ours
+    means = [computed.compared(f"pane{k}_mean_regions").ours for k in range(1, HIDDEN + 1)]
+    arrangement = computed.compared("pane1_is_arrangement").ours
     summary = (f"mean regions per pane {', '.join(f'{m:.3g}' for m in means)}; pane 1 equals "
                f"the arrangement of its lines in {arrangement:.0%} of networks")
     if all(b > a for a, b in zip(means, means[1:])) and arrangement == 1.0:

@@ -214,29 +214,34 @@ def _comparison(rows) -> list[Comparison]:
     comparison = [
         Comparison(f"final test accuracy, {v}", test[v], None,
                    f"train {train_acc[v]:.3f}; mean over initializations; figure 11 prints "
-                   "no numbers (curves of test accuracy over training)")
+                   "no numbers (curves of test accuracy over training)",
+                   key=f"final_test_accuracy_{v}")
         for v in VARIANTS]
     comparison += [
         Comparison("final test accuracy, trajectory - batchnorm",
                    test["trajectory"] - test["batchnorm"], None,
-                   "figure 11: trajectory regularization performs comparably to batchnorm (~0)"),
+                   "figure 11: trajectory regularization performs comparably to batchnorm (~0)",
+                   key="final_trajectory_minus_batchnorm"),
         Comparison("final test accuracy, batchnorm - none", test["batchnorm"] - test["none"],
-                   None, "figure 11: batchnorm considerably better than none (> 0)"),
+                   None, "figure 11: batchnorm considerably better than none (> 0)",
+                   key="final_batchnorm_minus_none"),
         Comparison("final test accuracy, trajectory - none", test["trajectory"] - test["none"],
                    None, "figure 11: trajectory regularization considerably better than none "
-                   "(> 0)"),
+                   "(> 0)", key="final_trajectory_minus_none"),
     ]
     comparison += [
         Comparison("test accuracy after one epoch, batchnorm - none",
                    first["batchnorm"][first_step] - first["none"][first_step], None,
-                   "figure 11's curves: batchnorm ahead early"),
+                   "figure 11's curves: batchnorm ahead early", key="epoch1_batchnorm_minus_none"),
         Comparison("test accuracy after one epoch, trajectory - none",
                    first["trajectory"][first_step] - first["none"][first_step], None,
-                   "figure 11's curves: trajectory regularization ahead early, as batchnorm"),
+                   "figure 11's curves: trajectory regularization ahead early, as batchnorm",
+                   key="epoch1_trajectory_minus_none"),
     ]
     comparison += [
         Comparison(f"test accuracy after one epoch (step {first_step}), {v}",
-                   first[v][first_step], None, "the early part of figure 11's curves")
+                   first[v][first_step], None, "the early part of figure 11's curves",
+                   key=f"epoch1_test_accuracy_{v}")
         for v in VARIANTS]
     return comparison
 

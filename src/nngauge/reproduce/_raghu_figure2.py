@@ -30,7 +30,7 @@ sigma_w^2 = 10^4 is printed beside both.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -170,26 +170,33 @@ def _comparison(settings: Settings, mean_total, ratios, labels) -> list[Comparis
                 f"k={width}, sigma_w^2={sigma_w2:g}: transitions per added layer (factor)",
                 depth_growth(mean_total, width, sigma_w2, hidden), None,
                 f"figure 2 left: exponential in depth; depth {hidden}: "
-                f"{mean_total[width, sigma_w2, hidden]:.4g} transitions"))
+                f"{mean_total[width, sigma_w2, hidden]:.4g} transitions",
+                key=f"growth_k{width}_sigma_w2_{sigma_w2:g}"))
     top = max(settings.sigma_w2)
-    for (narrow, deep), (wide, shallow) in equal_neuron_pairs(settings.widths, hidden):
+    for deep_net, shallow_net in equal_neuron_pairs(settings.widths, hidden):
+        (narrow, deep), (wide, shallow) = deep_net, shallow_net
         out.append(Comparison(
             f"sigma_w^2={top:g}, {narrow * deep} neurons: transitions deep {deep}x{narrow} / "
             f"shallow {shallow}x{wide}",
             mean_total[narrow, top, deep] / max(mean_total[wide, top, shallow], 0.5), None,
-            "figure 2 right: width grows the count far more slowly than depth (> 1)"))
+            "figure 2 right: width grows the count far more slowly than depth (> 1)",
+            key=pair_key(deep_net, shallow_net)))
     for width, ratio in ratios.items():
         out.append(Comparison(
             f"Theorem 4, k={width}, sigma_w^2=1e4: transitions ratio layer d+1 / d", ratio,
             math.sqrt(width),
             f"paper's proof: >= sqrt(k) = {math.sqrt(width):.3g}; its own probability gives "
             f"k (2/pi) arctan(1/sqrt(k-1)) = {theorem4_rate(width):.3g} ~ (2/pi) sqrt(k) = "
-            f"{2 / math.pi * math.sqrt(width):.3g}"))
-    first = out[0]
-    out[0] = Comparison(first.quantity, first.ours, None,
-                        f"{first.note}; the circle joins a digit {labels[0]} to a digit "
-                        f"{labels[1]}")
+            f"{2 / math.pi * math.sqrt(width):.3g}", key=f"theorem4_ratio_k{width}"))
+    out[0] = replace(out[0], note=f"{out[0].note}; the circle joins a digit {labels[0]} to a "
+                     f"digit {labels[1]}")
     return out
+
+
+def pair_key(deep_net: tuple[int, int], shallow_net: tuple[int, int]) -> str:
+    """The comparison key of a deep-narrow / shallow-wide pair, each net as (width, depth)."""
+    (narrow, deep), (wide, shallow) = deep_net, shallow_net
+    return f"deep_{deep}x{narrow}_over_shallow_{shallow}x{wide}"
 
 
 def plot(computed: Computed, figure) -> None:
@@ -261,16 +268,17 @@ def judge(computed: Computed) -> Verdict:
     widths = sorted({w for w, _ in totals})
     scale_ok = all(factors[w, 16.0] > factors[w, 4.0] > factors[w, 1.0]
                    and totals[w, 16.0][-1] > 5 * totals[w, 1.0][-1] for w in widths)
-    pairs = {c.quantity.split("transitions deep ")[1]: c.ours for c in computed.comparison
-             if c.quantity.startswith("sigma_w^2=16, ")}
+    pairs = {pair_key(*pair): computed.compared(pair_key(*pair)).ours
+             for pair in equal_neuron_pairs(widths, computed.extra["hidden"])}
     deepen = totals[8, 16.0][3] / totals[8, 16.0][0]
     widen = totals[32, 16.0][0] / totals[8, 16.0][0]
     width_ok = (bool(pairs) and all(v > 1.0 for v in pairs.values())
-                and pairs["6x8 / shallow 3x16"] > pairs["2x8 / shallow 1x16"]
-                and pairs["6x16 / shallow 3x32"] > pairs["2x16 / shallow 1x32"]
+                and pairs[pair_key((8, 6), (16, 3))] > pairs[pair_key((8, 2), (16, 1))]
+                and pairs[pair_key((16, 6), (32, 3))] > pairs[pair_key((16, 2), (32, 1))]
                 and deepen > widen)
-    theorem = [(int(c.quantity.split("k=")[1].split(",")[0]), c.ours)
-               for c in computed.comparison if c.quantity.startswith("Theorem 4")]
+    theorem_widths = dict.fromkeys(r["width"] for r in computed.records()
+                                   if r["part"] == "theorem4")
+    theorem = [(k, computed.compared(f"theorem4_ratio_k{k}").ours) for k in theorem_widths]
     arctan_ok = all(abs(ours / theorem4_rate(k) - 1) <= 0.25 for k, ours in theorem)
     below_sqrt = all(ours < 0.8 * math.sqrt(k) for k, ours in theorem)  # the tests' bound
     def span(values):

@@ -107,12 +107,13 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                   float(lengths[d]), kept, winding) for i in range(len(t))]
     comparison = [Comparison(f"layer {d}: length / input length", length / lengths[0], None,
                              f"2 components keep {kept:.1%} of the variance; projected curve "
-                             f"turns {winding:.3g} times")
+                             f"turns {winding:.3g} times", key=f"layer{d}_length_ratio")
                   for d, length, kept, winding in summary]
     growth = (lengths[-1] / lengths[0]) ** (1 / settings.hidden)
     comparison.append(Comparison("length growth per layer (geometric mean)", float(growth),
                                  None, "figure 3: the image grows with depth (paper: a "
-                                 f"picture, no numbers); lengths converged: {converged}"))
+                                 f"picture, no numbers); lengths converged: {converged}",
+                                 key="growth"))
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison),
                     extra={"summary": summary, "sigma_w2": settings.sigma_w2,
                            "converged": converged})

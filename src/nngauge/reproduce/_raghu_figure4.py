@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -114,15 +114,15 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         comparison.append(Comparison(
             f"sigma_w^2={sigma_w2:g}: length after layer 6 / after layer 1",
             float(mean[6] / mean[1]), None,
-            "figure 4: grows with depth for the larger scales"))
+            "figure 4: grows with depth for the larger scales",
+            key=f"sigma_w2_{sigma_w2:g}_growth"))
     for pool in POOLS:
         ratios = [float(series[s][pool] / series[s][pool - 1]) for s in series]
         comparison.append(Comparison(
             f"pooling layer {pool}: length after / before (largest over scales)", max(ratios),
-            None, "figure 4: pooling layers reduce the length (< 1)"))
-    comparison[0] = Comparison(comparison[0].quantity, comparison[0].ours, None,
-                               f"{comparison[0].note}; the arc joins a digit {labels[0]} to "
-                               f"a digit {labels[1]}")
+            None, "figure 4: pooling layers reduce the length (< 1)", key=f"pool{pool}_ratio"))
+    comparison[0] = replace(comparison[0], note=f"{comparison[0].note}; the arc joins a digit "
+                            f"{labels[0]} to a digit {labels[1]}")
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison))
 
 

@@ -148,20 +148,22 @@ def _comparison(rows) -> list[Comparison]:
     layers = sorted({d for _, d in drop})
     clean = float(np.mean([dict(zip(COLUMNS, r))["clean_accuracy"] for r in rows]))
     comparison = [Comparison("clean test accuracy of the trained MLPs", clean, None,
-                             "figure 6: a conv net 'trained to high accuracy' (CIFAR10)")]
+                             "figure 6: a conv net 'trained to high accuracy' (CIFAR10)",
+                             key="clean_accuracy")]
     comparison += [
         Comparison(f"accuracy drop, noise {PAPER_LEVEL:g} on layer {d}", drop[PAPER_LEVEL, d],
                    PAPER_DROP.get(d),
                    "relative Frobenius noise a ||W||_F G / ||G||_F; test accuracy; mean over "
                    "networks and directions" + ("" if d in PAPER_DROP else
                                                 "; the paper prints layers 1 and 5 only")
-                   + ("; layer 6 is the readout" if d == layers[-1] else ""))
+                   + ("; layer 6 is the readout" if d == layers[-1] else ""),
+                   key=f"drop_layer{d}")
         for d in layers]
     comparison += [
         Comparison(f"rank correlation of layer index and accuracy drop, noise {a:g}",
                    rank_correlation(drop, a), None,
                    "Spearman over the layers' mean drops; figure 6: the drop decreases with "
-                   "the layer index (-1)")
+                   "the layer index (-1)", key=f"rho_noise_{a:g}", statistic="spearman")
         for a in levels]
     pairs = len(layers) * (len(layers) - 1) // 2
     comparison += [
@@ -169,7 +171,7 @@ def _comparison(rows) -> list[Comparison]:
                    float(order_violations(drop, a)), 0.0 if a == PAPER_LEVEL else None,
                    f"of {pairs} pairs; drop from layer 1 to {layers[-1]}: "
                    f"{drop[a, layers[0]]:.3f} -> {drop[a, layers[-1]]:.3f}; figure 6: the "
-                   "drop decreases with the layer index (0)")
+                   "drop decreases with the layer index (0)", key=f"violations_noise_{a:g}")
         for a in levels]
     return comparison
 

@@ -224,7 +224,7 @@ def _mean(rows, quantity: str, by: tuple[str, ...] = ("step", "layer"), **where)
 
 def _training_comparison(rows, activation: str, sigma_w2: float, hidden: int
                          ) -> list[Comparison]:
-    label = f"{activation}, sigma_w^2={sigma_w2:g}"
+    label, network = f"{activation}, sigma_w^2={sigma_w2:g}", network_key(activation, sigma_w2)
     length, transitions = _mean(rows, "length"), _mean(rows, "transitions")
     scale = _mean(rows, "sigma_w2")
     first, last = min(s for s, _ in length), max(s for s, _ in length)
@@ -239,25 +239,33 @@ def _training_comparison(rows, activation: str, sigma_w2: float, hidden: int
         Comparison(f"{label}: length at hidden layer {hidden}, end / start of training",
                    length[last, hidden] / length[first, hidden], None,
                    f"{length[first, hidden]:.4g} at step 0 -> {length[last, hidden]:.4g} at "
-                   f"step {last}; figures 8, 18: training increases trajectory length (> 1)"),
+                   f"step {last}; figures 8, 18: training increases trajectory length (> 1)",
+                   key=f"{network}_length_ratio"),
         Comparison(f"{label}: length growth per hidden layer at step 0", growth(first), None,
                    "(l(z^(n)) / l(z^(1)))^(1/(n-1)); figure 8: at step 0 the network "
-                   "(sigma_w^2 = 2 there) is not in the exponential growth regime (<= ~1)"),
+                   "(sigma_w^2 = 2 there) is not in the exponential growth regime (<= ~1)",
+                   key=f"{network}_growth_start"),
         Comparison(f"{label}: length growth per hidden layer at step {last}", growth(last),
                    None, "figure 8: training pushes the network into exponential growth with "
-                   "depth (> 1)"),
+                   "depth (> 1)", key=f"{network}_growth_end"),
         Comparison(f"{label}: transitions at hidden layer {hidden}, end - start of training",
                    transitions[last, hidden] - transitions[first, hidden], None,
                    f"{transitions[first, hidden]:g} -> {transitions[last, hidden]:g}; the "
                    "paper does not track transitions in training (figure 5: linear in the "
-                   "length at a random network)"),
+                   "length at a random network)", key=f"{network}_transitions_change"),
         Comparison(f"{label}: weight layers whose sigma_w^2 increased in training",
                    float(np.sum(end > start)), None,
                    f"of {hidden + 1}; mean {start.mean():.4g} -> {end.mean():.4g}; figure 9: "
-                   "it increases across all layers"),
+                   "it increases across all layers", key=f"{network}_sigma_w2_increased"),
         Comparison(f"{label}: test accuracy reached", test_accuracy, None,
-                   "figures 8, 18: networks trained to high test accuracy"),
+                   "figures 8, 18: networks trained to high test accuracy",
+                   key=f"{network}_test_accuracy"),
     ]
+
+
+def network_key(activation: str, sigma_w2: float) -> str:
+    """The key prefix of a tracked network's comparisons (e.g. ``"relu_sigma_w2_2"``)."""
+    return f"{activation}_sigma_w2_{sigma_w2:g}"
 
 
 def _one_layer_comparison(rows, hidden: int, nets: int) -> list[Comparison]:
@@ -266,7 +274,7 @@ def _one_layer_comparison(rows, hidden: int, nets: int) -> list[Comparison]:
     comparison = [
         Comparison(f"one layer: train accuracy training only the weights into layer {d}",
                    train[d], None, f"remaining depth {hidden - d + 1}; test {test[d]:.3f}; "
-                   f"mean of {nets} initialization(s)")
+                   f"mean of {nets} initialization(s)", key=f"one_layer_{d}_train_accuracy")
         for d in sorted(train)]
     lowest, highest = min(train), max(train)
     inversions = sum(train[a] < train[b] for a in train for b in train if a < b)
@@ -274,11 +282,11 @@ def _one_layer_comparison(rows, hidden: int, nets: int) -> list[Comparison]:
         Comparison(f"one layer: train accuracy, only layer {lowest} - only layer {highest}",
                    train[lowest] - train[highest], None,
                    f"test: {test[lowest] - test[highest]:+.3f}; figure 7: training lower "
-                   "layers gives better performance (> 0)"),
+                   "layers gives better performance (> 0)", key="one_layer_lowest_minus_highest"),
         Comparison("one layer: pairs where the lower trained layer has the lower train accuracy",
                    float(inversions), None,
                    f"of {len(train) * (len(train) - 1) // 2} pairs; figure 7: monotonically "
-                   "better as lower layers are trained (0)"),
+                   "better as lower layers are trained (0)", key="one_layer_inversions"),
     ]
     return comparison
 
@@ -338,8 +346,9 @@ def _plot_one_layer(curves, summary, rows, hidden: int) -> None:
 def judge(computed: Computed) -> Verdict:
     """Figures 7-9: training lengthens trajectories and raises sigma_w^2; training a lower
     layer alone fits better than a higher one."""
-    longer = [c.ours > 1 for c in computed.comparison if "end / start of training" in c.quantity]
-    lower = computed.compared("one layer: train accuracy, only layer").ours
+    longer = [computed.compared(f"{network_key(*network)}_length_ratio").ours > 1
+              for network in TRACKED]
+    lower = computed.compared("one_layer_lowest_minus_highest").ours
     summary = (f"trajectory longer after training in {sum(longer)} of {len(longer)} networks; "
                f"training only the lowest layer minus only the highest: {lower:+.3f} train "
                "accuracy")

@@ -76,7 +76,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         comparison.append(Comparison(
             f"{activation}, k={width}, sigma_w^2={sigma_w2:g}: growth per layer", growth, None,
             f"Theorem 3: lower {theory.rate:.3g}, statement {theory.asymptotic_rate:.3g}, "
-            f"upper {theory.upper_rate:.3g}"))
+            f"upper {theory.upper_rate:.3g}",
+            key=f"{activation}_k{width}_sigma_w2_{sigma_w2:g}_growth"))
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison),
                     extra={"hidden": settings.hidden})
 

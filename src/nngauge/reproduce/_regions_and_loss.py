@@ -220,14 +220,16 @@ def _comparison(computed: Computed) -> tuple[Comparison, ...]:
     pairs += [(m, "test_error") for m in (*REGION, *CURVATURE, "nlc")]
     for a, b in pairs:
         rho, p = spearman(computed.column(a), computed.column(b))
-        out.append(Comparison(f"Spearman rho: {LABELS[a]} vs {LABELS[b]}", rho, None,
-                              f"p = {p:.2g} over {n} steps"))
+        out.append(Comparison(f"Spearman rho: {LABELS[a]} vs {LABELS[b]}", rho,
+                              key=f"rho_{a}_{b}", statistic="spearman", p_value=p, n=n,
+                              note="over the logged training steps"))
     for name in ("test_error", "train_error", *REGION, *CURVATURE, "nlc"):
         values = computed.column(name)
         peak = int(np.argmax(values))
         out.append(Comparison(
             f"{name} at step {steps[-1]}", values[-1], None,
-            f"step 0: {values[0]:.4g}; largest {values[peak]:.4g} at step {steps[peak]}"))
+            f"step 0: {values[0]:.4g}; largest {values[peak]:.4g} at step {steps[peak]}",
+            key=f"final_{name}"))
     return tuple(out)
 
 

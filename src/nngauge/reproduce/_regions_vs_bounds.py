@@ -48,6 +48,8 @@ from nngauge.reproduce._raghu_figure1 import unit_square_plane
 COLUMNS = ("state", "hidden_layers", "width", "neurons", "seed", "regions_wide",
            "regions_near", "crossings_per_length", "serra_upper", "montufar_lower",
            "hr_crossings_bound", "hr_regions_near", "train_accuracy")
+STATES = ("init", "trained")
+"""The networks' states: at initialization, and trained on 2-D digits."""
 SIGMA_W2 = 2.0
 BIAS_STD = 0.5
 WIDE = 8.0
@@ -162,30 +164,34 @@ def _accuracy(net, x: torch.Tensor, y: torch.Tensor) -> float:
 def _comparison(rows) -> tuple[Comparison, ...]:
     table = [dict(zip(COLUMNS, row)) for row in rows]
     out = []
-    for state in ("init", "trained"):
+    for state in STATES:
         chosen = [r for r in table if r["state"] == state]
         ratio = [r["crossings_per_length"] / r["hr_crossings_bound"] for r in chosen]
         out.append(Comparison(
             f"{state}: measured crossings per length / Hanin-Rolnick bound (mean)",
             float(np.mean(ratio)), None,
-            f"range {min(ratio):.2f}-{max(ratio):.2f}; the bound holds on average at init"))
+            f"range {min(ratio):.2f}-{max(ratio):.2f}; the bound holds on average at init",
+            key=f"{state}_hanin_rolnick_ratio"))
         fill = [r["regions_wide"] / r["serra_upper"] for r in chosen]
         out.append(Comparison(f"{state}: regions in [-8, 8]^2 / Serra upper bound (largest)",
-                              float(max(fill)), None, "at most 1 for every network"))
+                              float(max(fill)), None, "at most 1 for every network",
+                              key=f"{state}_serra_fill"))
         for hidden in sorted({r["hidden_layers"] for r in chosen}):
             per_neuron = [r["crossings_per_length"] / r["neurons"] for r in chosen
                           if r["hidden_layers"] == hidden]
             out.append(Comparison(
                 f"{state}, {hidden} hidden layer(s): crossings per unit length per neuron",
                 float(np.mean(per_neuron)), None,
-                "Hanin & Rolnick: about constant in depth (linear in N, not exponential)"))
+                "Hanin & Rolnick: about constant in depth (linear in N, not exponential)",
+                key=f"{state}_depth{hidden}_crossings_per_neuron"))
     deepest = max(r["hidden_layers"] for r in table)
     for r in table:
         if r["state"] == "init" and r["hidden_layers"] == deepest and r["seed"] == 0:
             out.append(Comparison(
                 f"init, {deepest} x {r['width']}: regions in [-8, 8]^2 vs Montufar et al.'s "
                 "construction", float(r["regions_wide"]), float(r["montufar_lower"]),
-                "random networks have far fewer regions than the architecture allows"))
+                "random networks have far fewer regions than the architecture allows",
+                key=f"montufar_depth{deepest}_width{r['width']}"))
     return tuple(out)
 
 
@@ -225,11 +231,11 @@ def plot(computed: Computed, figure) -> None:
 def judge(computed: Computed) -> Verdict:
     """Measured counts never exceed Serra et al.'s upper bound; crossings per length against
     Hanin & Rolnick's expected count."""
-    fills = [c.ours for c in computed.comparison if "Serra upper bound" in c.quantity]
-    ratios = [c for c in computed.comparison if "Hanin-Rolnick bound" in c.quantity]
+    fills = [computed.compared(f"{state}_serra_fill").ours for state in STATES]
+    ratios = {state: computed.compared(f"{state}_hanin_rolnick_ratio").ours for state in STATES}
     summary = (f"regions / Serra et al.'s upper bound at most {max(fills):.3g}; measured "
                "crossings per length / Hanin & Rolnick's bound: "
-               + ", ".join(f"{c.quantity.split(':')[0]} {c.ours:.3g}" for c in ratios))
+               + ", ".join(f"{state} {ratio:.3g}" for state, ratio in ratios.items()))
     if max(fills) <= 1.0:
         return Verdict("reproduced", summary + " (Raghu et al.'s Theorem 2 and the literature's "
                        "bounds hold on every network).")

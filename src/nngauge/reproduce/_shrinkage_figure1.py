@@ -120,15 +120,19 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
             Comparison(f"L={depth}: max |measured - theory| over rho_0",
                        float(np.max(np.abs(measured - theory))), None,
                        f"width {settings.width}, {settings.n_anchors} pairs per rho_0; the "
-                       "paper shows the two curves on top of each other"),
+                       "paper shows the two curves on top of each other",
+                       key=f"depth{depth}_theory_gap"),
             Comparison(f"L={depth}: min over rho_0 in [0, 1] of bound - measured",
                        float(np.min(upper[keep] - measured[keep])), None,
-                       "the bound holds where this is >= 0 (up to finite-width noise)"),
+                       "the bound holds where this is >= 0 (up to finite-width noise)",
+                       key=f"depth{depth}_bound_margin"),
             Comparison(f"L={depth}: rho_L(0) = P_L o ... o P_1(0)", float(end), None,
-                       "infinite width: the floor of the curve (shrinkage grows with L)"),
+                       "infinite width: the floor of the curve (shrinkage grows with L)",
+                       key=f"depth{depth}_floor"),
             Comparison(f"L={depth}: excess convexity e of the cropped composition", exact,
                        None, f"the proof's lower bound C = {bound.excess:.4g} (A.5, A.6); "
-                       f"kink of the bound at rho_0 = {bound.kink:.4g}"),
+                       f"kink of the bound at rho_0 = {bound.kink:.4g}",
+                       key=f"depth{depth}_excess_convexity"),
         ]
     return Computed(columns=COLUMNS, rows=tuple(rows), comparison=tuple(comparison),
                     extra={"depths": settings.depths})
@@ -182,7 +186,7 @@ def judge(computed: Computed) -> Verdict:
         floors.append(float(measured[np.argmin(np.abs(rho))]))
         ones.append(float(measured[-1]))
         constants.append(excess_convexity_bound(layer_maps(depth)).excess)
-        exact.append(computed.compared(f"L={depth}: excess convexity").ours)
+        exact.append(computed.compared(f"depth{depth}_excess_convexity").ours)
     shrinks = all(b > a + 0.05 for a, b in zip(floors, floors[1:])) and min(ones) > 0.999
     text = (f"at L = {', '.join(map(str, depths))} the measured rho_L stays within "
             f"{max(gaps):.3g} of the infinite-width map ({noise:.3g} allowed) and at most "

@@ -57,6 +57,8 @@ SETTINGS = {
 }
 COLUMNS = ("panel", "depth", "negative_slope", "empirical", "theory", "empirical_min",
            "theory_min", "searched", "bound", "jacobian_op_sq", "bound_measured")
+DEPTH_PANEL, SLOPE_PANEL = "a: depth", "b: slope"
+"""The panel column's values: figure 2a (1 - rho against the depth), 2b (against the slope)."""
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
@@ -64,13 +66,14 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
 
     settings = SETTINGS[scale]
     data = gaussian(settings.n_samples, settings.d_in, generator=seed_of(generator)).inputs
-    grid = ([("a: depth", depth, settings.slope_for_depths) for depth in settings.depths]
-            + [("b: slope", settings.depth_for_slopes, a) for a in settings.slopes])
+    grid = ([(DEPTH_PANEL, depth, settings.slope_for_depths) for depth in settings.depths]
+            + [(SLOPE_PANEL, settings.depth_for_slopes, a) for a in settings.slopes])
     rows = tuple(_point(panel, depth, slope, data, settings, generator)
                  for panel, depth, slope in grid)
     comparison = tuple(
         Comparison(f"{row[0][0]}: L={row[1]}, a={row[2]:g}: 1 - rho searched", row[7], None,
-                   f"infinite width (rho_0=-1) {row[6]:.3g}; Theorem 1 bound {row[8]:.3g}")
+                   f"infinite width (rho_0=-1) {row[6]:.3g}; Theorem 1 bound {row[8]:.3g}",
+                   key=f"{row[0][0]}_depth{row[1]}_slope{row[2]:g}")
         for row in rows)
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison)
 
@@ -107,7 +110,7 @@ def _point(panel, depth, slope, data, settings, generator) -> tuple:
 def plot(computed: Computed, figure) -> None:
     panels = computed.column("panel")
     axes = figure.subplots(1, 2)
-    for ax, panel, x_name in zip(axes, ("a: depth", "b: slope"), ("depth", "negative_slope")):
+    for ax, panel, x_name in zip(axes, (DEPTH_PANEL, SLOPE_PANEL), ("depth", "negative_slope")):
         keep = [i for i, p in enumerate(panels) if p == panel]
 
         def values(name):
@@ -136,8 +139,8 @@ def judge(computed: Computed) -> Verdict:
     rows = computed.records()
     holds = all(r["theory_min"] <= r["bound"] and r["searched"] <= r["bound_measured"]
                 for r in rows)
-    depth = [r for r in rows if r["panel"].startswith("a")]
-    slope = [r for r in rows if r["panel"].startswith("b")]
+    depth = [r for r in rows if r["panel"] == DEPTH_PANEL]
+    slope = [r for r in rows if r["panel"] == SLOPE_PANEL]
     trends = all(all(y < x for x, y in zip(v, v[1:])) for v in
                  ([r[k] for r in depth] for k in ("bound", "theory", "searched")))
     trends &= all(all(y > x for x, y in zip(v, v[1:])) for v in

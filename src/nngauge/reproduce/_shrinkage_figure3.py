@@ -169,20 +169,24 @@ def _summary(init, rows, settings) -> list[Comparison]:
     out = [
         Comparison(f"{init}: 1 - rho_max at L={last[2]}", last[4], None,
                    f"infinite width {last[5]:.3g}"
-                   + (f"; eq. 4.2 bound {last[6]:.3g}" if last[6] is not None else "")),
+                   + (f"; eq. 4.2 bound {last[6]:.3g}" if last[6] is not None else ""),
+                   key=f"{init}_shrinkage"),
         Comparison(f"{init}: ||J||_op at L={jac[-1][2]} / at layer 1", jac[-1][4] / jac[0][4],
                    None, f"infinite-width RMS gain {jac[-1][5]:.3g}"
-                   + (f"; eq. 4.3 bound {jac[-1][6]:.3g}" if jac[-1][6] is not None else "")),
+                   + (f"; eq. 4.3 bound {jac[-1][6]:.3g}" if jac[-1][6] is not None else ""),
+                   key=f"{init}_jacobian_growth"),
         Comparison(f"{init}: largest / median singular value of J at L={settings.depth}",
                    sv[0][4] / float(np.median([r[4] for r in sv])), None,
-                   f"largest {sv[0][4]:.3g} (RMS-normalized)"),
+                   f"largest {sv[0][4]:.3g} (RMS-normalized)", key=f"{init}_singular_value_spread"),
         Comparison(f"{init}: ||J||_op at L={settings.depth}, 2 inputs, power iteration",
                    pick("jacobian_op power iteration")[0][4], None,
                    "nngauge.jacobian_norm; by SVD of the full Jacobians "
-                   f"{pick('jacobian_op power iteration')[0][5]:.4g}"),
+                   f"{pick('jacobian_op power iteration')[0][5]:.4g}",
+                   key=f"{init}_jacobian_power_iteration"),
         Comparison(f"{init}: gradient norm layer 1 / layer {settings.depth}",
                    grad[0][4] / grad[-1][4], None,
-                   f"mean-field prediction {grad[0][5] / grad[-1][5]:.3g}"),
+                   f"mean-field prediction {grad[0][5] / grad[-1][5]:.3g}",
+                   key=f"{init}_gradient_ratio"),
     ]
     return out
 

@@ -244,24 +244,29 @@ def _summary(rows, settings: Settings, first: int, skimmed) -> list[Comparison]:
         Comparison(f"min correlation entering the block z^({first}), init",
                    entering["init"], PAPER_ENTERING_CORRELATION,
                    f"over all training pairs; infinite width {theory:.4g}; skim's own "
-                   f"measurement {skimmed.min_input_correlation:.4g}"),
+                   f"measurement {skimmed.min_input_correlation:.4g}",
+                   key="entering_correlation_init"),
         Comparison(f"min correlation entering the block z^({first}), trained",
                    entering["trained"], PAPER_ENTERING_CORRELATION,
-                   "the paper: 'does not change significantly after training'"),
+                   "the paper: 'does not change significantly after training'",
+                   key="entering_correlation_trained"),
         Comparison("relative output deviation of the skimmed network at init",
                    skimmed.deviation, None, f"nngauge.skim, the block {block} linearized: "
                    "sqrt(E||f_s - f||^2) / sqrt(E||f - E f||^2) on the training images (the "
-                   "paper expects the outputs not to be 'significantly' affected)"),
+                   "paper expects the outputs not to be 'significantly' affected)",
+                   key="skimmed_deviation"),
         Comparison("final test accuracy, full", accuracy["full"], None,
                    f"after {settings.epochs} epochs (train {train_accuracy['full']:.3f}); "
-                   "figure 4c draws curves only"),
+                   "figure 4c draws curves only", key="final_test_accuracy_full"),
         Comparison("final test accuracy, skimmed", accuracy["skimmed"], None,
-                   f"after {settings.epochs} epochs (train {train_accuracy['skimmed']:.3f})"),
+                   f"after {settings.epochs} epochs (train {train_accuracy['skimmed']:.3f})",
+                   key="final_test_accuracy_skimmed"),
         Comparison("displacement correlation, largest far from the block", far, PAPER_FAR,
                    "max over the shared layers more than 2 layers from the block; paper: "
-                   "'up to 0.8'"),
+                   "'up to 0.8'", key="displacement_far"),
         Comparison("displacement correlation, next to the block", near, PAPER_NEAR,
-                   "mean over the 2 layers adjacent to the block; paper: '~0.1 but positive'"),
+                   "mean over the 2 layers adjacent to the block; paper: '~0.1 but positive'",
+                   key="displacement_near"),
     ]
 
 

@@ -1,0 +1,179 @@
+"""The reproductions judge from numbers: a comparison is a record (key, value, statistic,
+p-value, count), judges look comparisons up by key and read their fields, and the note printed
+beside a value is generated from those fields.
+
+The judges that once parsed p-values out of note text (nlc-figure1, nlc-figure2, nlc-figure3,
+nlc-lr) and the one that read a split panel's note (nlc-figure10) are fed planted
+:class:`Computed` records: one that bears the paper's claim out, one whose p-value lies above
+the significance level, one whose statistic has the wrong sign. No reproduction runs: cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from nngauge.errors import InvalidInputError, UnknownNameError
+from nngauge.reproduce import Comparison, Computed
+from nngauge.reproduce._base import SIGNIFICANCE
+from nngauge.reproduce._nlc_figure1 import judge as figure1_judge
+from nngauge.reproduce._nlc_figure2 import judge as figure2_judge
+from nngauge.reproduce._nlc_figure3 import judge as figure3_judge
+from nngauge.reproduce._nlc_figure10 import judge as figure10_judge
+from nngauge.reproduce._nlc_lr import judge as lr_judge
+
+ABOVE = 0.2  # a p-value above the significance level
+BELOW = 1e-4  # and one below it
+
+
+def planted(*comparison: Comparison, extra=None, rows=()) -> Computed:
+    return Computed(columns=(), rows=rows, comparison=comparison, extra=extra or {})
+
+
+def value(key: str, ours: float) -> Comparison:
+    return Comparison(key, ours, key=key)
+
+
+def rho(key: str, ours: float, p_value: float, n: int = 50) -> Comparison:
+    return Comparison(key, ours, key=key, statistic="spearman", p_value=p_value, n=n)
+
+
+def with_changed(computed: Computed, key: str, **fields) -> Computed:
+    """``computed`` with the comparison ``key`` changed (its other comparisons kept)."""
+    return replace(computed, comparison=tuple(
+        replace(c, **fields) if c.key == key else c for c in computed.comparison))
+
+
+# --- the record --------------------------------------------------------------------------------
+
+def test_the_printed_note_states_the_fields():
+    """The note as printed starts with the p-value (3 significant digits) and the count, then
+    the free text; a comparison without them prints its note alone."""
+    full = Comparison("Spearman rho(NLC, test error)", 0.41, key="rho", statistic="spearman",
+                      p_value=0.0012345, n=64, note="the paper: > 0")
+    assert full.printed_statistics == "p = 0.00123, n = 64"
+    assert full.printed_note == "p = 0.00123, n = 64; the paper: > 0"
+    assert Comparison("x", 1.0, key="x", statistic="kendall", p_value=0.5).printed_note == \
+        "p = 0.5"
+    assert Comparison("x", 1.0, key="x", n=7, note="of 9").printed_note == "n = 7; of 9"
+    assert Comparison("x", 1.0, None, "as is", key="x").printed_note == "as is"
+
+
+def test_significance_reads_the_p_value():
+    assert rho("r", 0.5, SIGNIFICANCE / 2).significant()
+    assert not rho("r", 0.5, SIGNIFICANCE).significant()
+    assert not rho("r", 0.5, math.nan).significant()
+    assert rho("r", 0.5, 0.02).significant(level=0.05)
+    assert not rho("r", 0.5, 0.02).significant(level=0.01)
+    with pytest.raises(InvalidInputError, match="p-value"):
+        value("slope", -1.0).significant()
+
+
+def test_a_p_value_names_its_statistic():
+    with pytest.raises(InvalidInputError, match="statistic"):
+        Comparison("rho", 0.5, key="rho", p_value=0.01)
+
+
+def test_the_key_is_required():
+    with pytest.raises(TypeError, match="key"):
+        Comparison("Spearman rho", 0.5, None, "p = 0.01")  # the old positional form
+
+
+def test_lookup_of_a_missing_key_names_the_known_ones():
+    computed = planted(value("slope", -1.0), rho("rho", -0.9, BELOW))
+    assert computed.compared("rho").ours == -0.9
+    with pytest.raises(UnknownNameError) as raised:
+        computed.compared("Spearman")  # a label's prefix is not a key
+    message = str(raised.value)
+    assert "'Spearman'" in message and "['slope', 'rho']" in message and "Fix:" in message
+    with pytest.raises(KeyError):  # UnknownNameError is a KeyError too
+        planted().compared("rho")
+
+
+def test_keys_are_distinct():
+    with pytest.raises(InvalidInputError, match=r"\['rho'\]"):
+        planted(rho("rho", 0.5, BELOW), rho("rho", 0.4, BELOW), value("slope", 1.0))
+
+
+# --- nlc-figure1: rho < 0 significant, slope and offset near section 3's ---------------------
+
+FIGURE1 = planted(rho("rho", -0.9, BELOW, n=14), value("slope", -1.0), value("offset", 0.1))
+
+
+def test_figure1_judge_decides_from_the_fields():
+    verdict = figure1_judge(FIGURE1)
+    assert verdict.status == "reproduced", verdict.reason
+    assert "Spearman rho -0.90 (p = 0.0001)" in verdict.reason
+    above = figure1_judge(with_changed(FIGURE1, "rho", p_value=ABOVE))
+    assert above.status == "qualitatively" and "(p = 0.2)" in above.reason
+    assert figure1_judge(with_changed(FIGURE1, "rho", ours=0.9)).status == "differs"
+
+
+# --- nlc-figure2: rho(NLC, test error) > 0 significant ---------------------------------------
+
+FIGURE2 = planted(rho("rho", 0.45, BELOW, n=64), value("rho_interval_low", 0.2),
+                  value("rho_interval_high", 0.6), value("skip_nlc_ratio", 0.5),
+                  value("skip_error_shift", -0.01), rows=((),) * 64)
+
+
+def test_figure2_judge_decides_from_the_fields():
+    verdict = figure2_judge(FIGURE2)
+    assert verdict.status == "reproduced", verdict.reason
+    assert "Spearman rho 0.45 (p = 0.0001, n = 64; 95% bootstrap interval 0.20 to 0.60)" in \
+        verdict.reason
+    above = figure2_judge(with_changed(FIGURE2, "rho", p_value=ABOVE))
+    assert above.status == "qualitatively" and "(p = 0.2, n = 64)" in above.reason
+    assert figure2_judge(with_changed(FIGURE2, "rho", ours=-0.45)).status == "differs"
+
+
+# --- nlc-figure3: panel B's rho(NLC before, NLC after) > 0 significant -----------------------
+
+FIGURE3 = planted(value("a_best_tenth_largest_bias", 3.0),
+                  value("a_high_bias_lowest_error", 0.65), rho("a_rho", 0.3, BELOW),
+                  value("b_decreased", 0.8),
+                  rho("b_rho", 0.7, BELOW), rho("c_rho", 0.1, BELOW), rho("e_rho", -0.4, BELOW),
+                  extra={"before_error_rho": 0.5})
+
+
+def test_figure3_judge_decides_from_the_fields():
+    verdict = figure3_judge(FIGURE3)
+    assert verdict.status == "reproduced", verdict.reason
+    assert "B holds: NLC decreased for 80%, rho(before, after) 0.70 (p = 0.0001, n = 50)" in \
+        verdict.reason
+    for broken in (with_changed(FIGURE3, "b_rho", p_value=ABOVE),
+                   with_changed(FIGURE3, "b_rho", ours=-0.7)):
+        verdict = figure3_judge(broken)
+        assert verdict.status == "qualitatively" and "B fails" in verdict.reason
+
+
+# --- nlc-lr: figure 8B's rho(log NLC, log rate) < 0 significant ------------------------------
+
+LR = planted(rho("8b_rho", -0.6, BELOW, n=20), value("8b_slope", -2.1),
+             value("7a_lowest_index", 1.0), value("7a_highest_index", 5.0), extra={"n_lrs": 8})
+
+
+def test_lr_judge_decides_from_the_fields():
+    verdict = lr_judge(LR)
+    assert verdict.status == "reproduced", verdict.reason
+    assert "rho(log NLC, log rate) -0.60 (p = 0.0001, n = 20)" in verdict.reason
+    above = lr_judge(with_changed(LR, "8b_rho", p_value=ABOVE))
+    assert above.status == "differs" and "no significant fall" in above.reason
+    assert lr_judge(with_changed(LR, "8b_rho", ours=0.6)).status == "differs"
+
+
+# --- nlc-figure10: rho(NLC, test error) > 0 in both panels -----------------------------------
+
+FIGURE10 = planted(rho("no_skip_rho", 0.5, BELOW, n=40), value("no_skip_median_nlc", 4.0),
+                   rho("skip_rho", 0.3, 0.01, n=20), value("skip_median_nlc", 2.0),
+                   value("skip_error_shift", -0.02))
+
+
+def test_figure10_judge_decides_from_the_fields():
+    verdict = figure10_judge(FIGURE10)
+    assert verdict.status == "reproduced", verdict.reason
+    assert ("rho without skips 0.50 (p = 0.0001, n = 40), with skips 0.30 (p = 0.01, n = 20)"
+            in verdict.reason)
+    wrong = figure10_judge(with_changed(FIGURE10, "skip_rho", ours=-0.3))
+    assert wrong.status == "qualitatively" and "not the relation in both panels" in wrong.reason
