@@ -182,8 +182,9 @@ def test_capacity_non_positive_margin_is_nan_and_says_why():
     x = torch.randn(20, 3, generator=gen, dtype=torch.float64)
     y = 1 - net(x).argmax(1)  # every point misclassified
     with pytest.warns(UserWarning, match=r"capacity\(\): the margin .* <= 0.*misclassifies "
-                      r"100% .*undefined.*trained network"):
+                      r"100% .*undefined.*trained network") as caught:
         res = capacity(net, x, y)
+    assert caught[0].filename == __file__  # the caller's line, through every decorator
     assert res.margin < 0
     for name in ("l2", "l1_path", "l2_path", "spectral", "log10_lipschitz_capacity_linf",
                  "log10_lipschitz_capacity_l2"):

@@ -16,6 +16,7 @@ __all__ = [
     "invalid",
     "rejected_inputs",
     "require_extra",
+    "warn_caller",
 ]
 
 
@@ -76,6 +77,19 @@ def require_counts(where: str, **values: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid(where, f"{name} an integer >= 1", f"{name}={value!r}",
                           f"pass a positive integer {name}")
+
+
+def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn with ``message``, attributed to the first frame outside nngauge: the line of the
+    user's code that called the library, however many of nngauge's functions and decorators
+    lie between (a hand-counted ``stacklevel`` breaks whenever a decorator is added)."""
+    import sys
+    import warnings
+
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "nngauge":
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def require_extra(module: str, extra: str, feature: str):

@@ -11,7 +11,6 @@ discretization error.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -24,7 +23,7 @@ from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
-from nngauge.errors import invalid
+from nngauge.errors import invalid, warn_caller
 from nngauge._results import Result
 from nngauge.trajectories import Trajectory, as_trajectory, polyline_length
 
@@ -182,9 +181,8 @@ def trajectory_length(
             current = _lengths(adapter, traj, chosen, raw)
         dims = [int(z[0].numel()) for z in _images(adapter, traj.points[:1], chosen, raw)]
     if not converged:
-        warnings.warn(f"{where}: lengths did not converge to tol={tol} with {len(traj)} "
-                      "points; raise max_points for a finer estimate",
-                      stacklevel=3)  # the caller's line: 1 here, 2 the @constrained wrapper
+        warn_caller(f"{where}: lengths did not converge to tol={tol} with {len(traj)} "
+                    "points; raise max_points for a finer estimate")
     error = np.abs(current - previous) if previous is not None else np.full_like(current, np.nan)
     names = [INPUT] + [site.name for site in chosen] + [OUTPUT]
     with np.errstate(divide="ignore", invalid="ignore"):

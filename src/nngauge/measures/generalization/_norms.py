@@ -27,7 +27,6 @@ incoming weights, and h_i is its number of channels. The path norms come from
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
 
@@ -46,7 +45,7 @@ from nngauge._internal.spectral import (
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._vocabulary import deprecated_attribute, renamed
-from nngauge.errors import invalid
+from nngauge.errors import invalid, warn_caller
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
@@ -364,8 +363,7 @@ def capacity(
     undefined = {name: reason for name in _PATH_MEASURES} if obstacles else {}
     if not gamma > 0:
         why = _nonpositive_margin(gamma, margins, percentile)
-        warnings.warn(f"{where}: {why}", UserWarning,  # the caller's line: 1 here, 2 the
-                      stacklevel=4)  # @constrained wrapper, 3 the @renamed one
+        warn_caller(f"{where}: {why}")
         undefined.update({name: "; ".join(filter(None, (undefined.get(name), why)))
                           for name in _MARGIN_MEASURES})
     return CapacityResult(
