@@ -39,7 +39,7 @@ class ConfusionSet(NamedTuple):
 
 @constrained(fraction=Real(0, 1), n_classes=Maybe(Integer(2)))
 def random_labels(labels: Any, fraction: float = 1.0, *, n_classes: Optional[int] = None,
-                  generator: Optional[torch.Generator] = None) -> Any:
+                  generator: Optional[torch.Generator | int] = None) -> Any:
     """A copy of ``labels`` with ``round(fraction * n)`` of them, chosen at random, replaced by
     labels drawn uniformly from ``0..n_classes-1`` (a replacement may equal the old label).
 
@@ -72,7 +72,7 @@ def random_labels(labels: Any, fraction: float = 1.0, *, n_classes: Optional[int
 @constrained(n_train=Integer(1), n_confusion=Integer(0), n_classes=Maybe(Integer(2)))
 def confusion_set(inputs: Any, labels: Any, *, n_train: int, n_confusion: int,
                   n_classes: Optional[int] = None,
-                  generator: Optional[torch.Generator] = None) -> ConfusionSet:
+                  generator: Optional[torch.Generator | int] = None) -> ConfusionSet:
     """Split labelled data into a training set and a disjoint confusion set with random labels.
 
     Section 3: ``n_train`` random samples keep their true labels; ``n_confusion`` other

@@ -150,7 +150,7 @@ def cnn(
     sigma_w: Optional[float] = None,
     bias_std: float = 0.0,
     scale: float = 1.0,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
     dtype: torch.dtype = torch.float32,
 ) -> CNN:
     """A small convolutional classifier on flat image inputs (see the module docstring): the

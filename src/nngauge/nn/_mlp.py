@@ -154,7 +154,7 @@ def mlp(
     sigma_w: Optional[float] = None,
     bias_std: float = 0.0,
     scale: float = 1.0,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
     dtype: torch.dtype = torch.float32,
 ) -> MLP:
     """A fully-connected network as in the NLC paper, appendix C (see the module docstring).

@@ -26,7 +26,7 @@ JACOB_COV_K = 1e-5
 @model_options("output", "input_module", "norm_mode", "dropout")
 def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 128,
            options: ModelOptions,
-           generator: Optional[torch.Generator] = None) -> float:
+           generator: Optional[torch.Generator | int] = None) -> float:
     """Log-determinant of the Hamming kernel of ReLU codes (Mellor, Turner, Storkey & Crowley,
     "Neural Architecture Search without Training", ICML 2021, section 3, eq. 2).
 
@@ -89,7 +89,7 @@ def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
 @model_options("output", "input_module", "norm_mode", "dropout")
 def jacob_cov(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 128,
               k: float = JACOB_COV_K, options: ModelOptions,
-              generator: Optional[torch.Generator] = None) -> float:
+              generator: Optional[torch.Generator | int] = None) -> float:
     """Score of the correlation of input Jacobians (Mellor, Turner, Storkey & Crowley, "Neural
     Architecture Search without Training", arXiv:2006.04647v1, 2020, section 3; as a NAS
     proxy: Abdelfattah et al., ICLR 2021, section 3).

@@ -21,7 +21,7 @@ _UNCOUNTED = (nn.RNNBase,)
 
 @constrained()
 def n_params(model: nn.Module, data: Any = None, labels: Any = None, *,
-             generator: Optional[torch.Generator] = None) -> float:
+             generator: Optional[torch.Generator | int] = None) -> float:
     """Number of trainable parameters (``requires_grad=True``), each shared tensor counted
     once (Abdelfattah et al., ICLR 2021, section 4, the "params" baseline).
 
@@ -46,7 +46,7 @@ def n_params(model: nn.Module, data: Any = None, labels: Any = None, *,
 @constrained()
 @model_options(norm_mode="eval")
 def flops(model: nn.Module, data: Any, labels: Any = None, *, options: ModelOptions,
-          generator: Optional[torch.Generator] = None) -> float:
+          generator: Optional[torch.Generator | int] = None) -> float:
     """Multiply-accumulates (MACs) of one forward pass on one sample (Abdelfattah et al., ICLR
     2021, section 4, the "flops" baseline, reported as MACs as NAS benchmarks do).
 

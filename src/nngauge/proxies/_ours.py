@@ -78,7 +78,7 @@ IDEAL = Check(lambda v: isinstance(v, (tuple, list)) and len(v) == 2
 def nlc_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 250,
               n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
               options: ModelOptions,
-              generator: Optional[torch.Generator] = None) -> float:
+              generator: Optional[torch.Generator | int] = None) -> float:
     """The nonlinearity coefficient at initialization (Philipp & Carbonell, "The Nonlinearity
     Coefficient - Predicting Generalization in Deep Neural Networks", arXiv:1806.00179,
     Definition 1, section 3; estimator of section G): :func:`nngauge.nlc`'s ``.nlc``,
@@ -118,7 +118,7 @@ def nlc_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
 def output_bias(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 250,
                 n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
                 options: ModelOptions,
-                generator: Optional[torch.Generator] = None) -> float:
+                generator: Optional[torch.Generator | int] = None) -> float:
     """Output bias at initialization (Philipp & Carbonell, "The Nonlinearity Coefficient -
     Predicting Generalization in Deep Neural Networks", arXiv:1806.00179, section 4, figure 3A;
     section B.2): :func:`nngauge.nlc`'s ``.output_bias``,
@@ -154,7 +154,7 @@ def nlc_rule(model: nn.Module, data: Any, labels: Any = None, *,
              bias_threshold: float = HIGH_BIAS_THRESHOLD, batch_size: int = 250,
              n_batches: Optional[int] = 1, method: Method = "probe", n_probes: int = 1,
              options: ModelOptions,
-             generator: Optional[torch.Generator] = None) -> float:
+             generator: Optional[torch.Generator | int] = None) -> float:
     """The NLC paper's rule as one number: how far the initial NLC lies from the ideal range,
     in decades, and infinity for high output bias (Philipp & Carbonell, "The Nonlinearity
     Coefficient - Predicting Generalization in Deep Neural Networks", arXiv:1806.00179,
@@ -218,7 +218,7 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
                     method: FroMethod = "probe", n_probes: int = 4, n_iter: int = 100,
                     tol: float = 1e-6, batch_size: int = 250, n_batches: Optional[int] = 1,
                     options: ModelOptions,
-                    generator: Optional[torch.Generator] = None) -> float:
+                    generator: Optional[torch.Generator | int] = None) -> float:
     """Growth of the input -> layer Jacobian norm from the first to the last hidden layer (after
     the gradient-explosion side of Theorem 1 of "Gradient Explosion and Representation
     Shrinkage in Infinite Networks", anonymous, under review at ICLR, section 3, consequence 1;
@@ -289,7 +289,7 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
 def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
             layers: Optional[Sequence[str]] = None, max_samples: int = 500,
             n_iter: int = 0, lr: float = 0.01, options: ModelOptions,
-            generator: Optional[torch.Generator] = None) -> float:
+            generator: Optional[torch.Generator | int] = None) -> float:
     """Representation shrinkage: the maximal correlation rho_max ("Gradient Explosion and
     Representation Shrinkage in Infinite Networks", anonymous, under review at ICLR, Theorem 1,
     section 3), :func:`nngauge.correlations`' ``.rho_max``,
@@ -328,7 +328,7 @@ def rho_max(model: nn.Module, data: Any, labels: Any = None, *,
 def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
                      layer: Optional[str] = None, kind: Kind = "conjugate",
                      max_samples: Optional[int] = None, n_probes: int = 8,
-                     options: ModelOptions, generator: Optional[torch.Generator] = None
+                     options: ModelOptions, generator: Optional[torch.Generator | int] = None
                      ) -> float:
     """Condition number of the kernel at the last hidden layer (Agarwal, Awasthi & Kale, "A
     Deep Conditioning Treatment of Neural Networks", ALT 2021, section 3, figure 1), from
@@ -402,7 +402,7 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_sa
                       resolution: int = 1000, layers: Optional[Sequence[str]] = None,
                       tol: float = 1e-3,
                       max_points: int = 2**14 + 1, options: ModelOptions,
-                      generator: Optional[torch.Generator] = None) -> float:
+                      generator: Optional[torch.Generator | int] = None) -> float:
     """Geometric-mean growth of trajectory length per layer (Raghu, Poole, Kleinberg, Ganguli &
     Sohl-Dickstein, "On the Expressive Power of Deep Neural Networks", ICML 2017, section 2.2,
     Theorem 3, figure 13c-d: the ratio of a trajectory's length at layer d + 1 to its length at
@@ -466,7 +466,7 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_sa
 def region_density(model: nn.Module, data: Any, labels: Any = None, *,
                    radius: Optional[float] = None, max_samples: int = 8, n_directions: int = 8,
                    method: DensityMethod = "exact", options: ModelOptions,
-                   generator: Optional[torch.Generator] = None) -> float:
+                   generator: Optional[torch.Generator | int] = None) -> float:
     """Linear regions per unit length near the data (Hanin & Rolnick, "Complexity of Linear
     Regions in Deep Networks", ICML 2019; after Raghu et al., ICML 2017, section 2.1), the
     headline ``density`` of :func:`nngauge.region_density`: for each of the first

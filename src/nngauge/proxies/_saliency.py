@@ -57,7 +57,7 @@ def _identity(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 @constrained()
 @model_options("output", "input_module")
 def synflow(model: nn.Module, data: Any, labels: Any = None, *, options: ModelOptions,
-            generator: Optional[torch.Generator] = None) -> float:
+            generator: Optional[torch.Generator | int] = None) -> float:
     """Synaptic flow of the network at the all-ones input (Tanaka, Kunin, Yamins & Ganguli,
     "Pruning Neural Networks without Any Data by Iteratively Conserving Synaptic Flow",
     NeurIPS 2020, section 6 and Algorithm 1; as a NAS proxy: Abdelfattah et al., ICLR 2021,
@@ -127,7 +127,7 @@ def synflow(model: nn.Module, data: Any, labels: Any = None, *, options: ModelOp
 @model_options("output", "input_module", "norm_mode", "dropout")
 def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
          options: ModelOptions,
-         generator: Optional[torch.Generator] = None) -> float:
+         generator: Optional[torch.Generator | int] = None) -> float:
     """Connection sensitivity summed over the network (Lee, Ajanthan & Torr, "SNIP:
     Single-shot Network Pruning based on Connection Sensitivity", ICLR 2019, section 4.1; as a
     NAS proxy: Abdelfattah et al., ICLR 2021, section 3).
@@ -168,7 +168,7 @@ def snip(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 6
 @model_options("output", "input_module", "norm_mode", "dropout")
 def grad_norm(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
               options: ModelOptions,
-              generator: Optional[torch.Generator] = None) -> float:
+              generator: Optional[torch.Generator | int] = None) -> float:
     """Euclidean norm of the loss gradient (Abdelfattah, Mehrotra, Dudziak & Lane, "Zero-Cost
     Proxies for Lightweight NAS", ICLR 2021, section 3).
 
@@ -203,7 +203,7 @@ def grad_norm(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
 @model_options("output", "input_module", "norm_mode", "dropout")
 def grasp(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
           options: ModelOptions,
-          generator: Optional[torch.Generator] = None) -> float:
+          generator: Optional[torch.Generator | int] = None) -> float:
     """Gradient-signal-preservation score summed over the network (Wang, Zhang & Grosse,
     "Picking Winning Tickets Before Training by Preserving Gradient Flow", ICLR 2020,
     section 4, eq. 8; as a NAS proxy: Abdelfattah et al., ICLR 2021, section 3).
@@ -253,7 +253,7 @@ def grasp(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 
 @model_options("output", "input_module", "norm_mode", "dropout")
 def fisher(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
            options: ModelOptions,
-           generator: Optional[torch.Generator] = None) -> float:
+           generator: Optional[torch.Generator | int] = None) -> float:
     """Fisher pruning saliency summed over channels (Theis, Korshunova, Tejani & Huszar,
     "Faster gaze prediction with dense networks and Fisher pruning", arXiv:1801.05787,
     section 2.1; Turner, Crowley, O'Boyle, Storkey & Gray, "BlockSwap: Fisher-guided Block

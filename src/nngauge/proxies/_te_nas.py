@@ -31,7 +31,7 @@ from nngauge.theory import condition_number
 @model_options("output", "input_module", "norm_mode", "dropout")
 def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 64,
            options: ModelOptions,
-           generator: Optional[torch.Generator] = None) -> float:
+           generator: Optional[torch.Generator | int] = None) -> float:
     """Condition number of the empirical NTK on a batch (Chen, Gong & Wang, "Neural
     Architecture Search on ImageNet in Four GPU Hours: A Theoretically Inspired Perspective",
     ICLR 2021, section 3.1.1): TE-NAS's trainability indicator kappa_N, lower is better.
@@ -90,7 +90,7 @@ def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
 @model_options("output", "input_module", "norm_mode", "dropout")
 def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 1000,
                    options: ModelOptions,
-                   generator: Optional[torch.Generator] = None) -> float:
+                   generator: Optional[torch.Generator | int] = None) -> float:
     """Number of linear regions met by the samples of a batch (Chen, Gong & Wang, ICLR 2021,
     section 3.1.2): TE-NAS's expressivity indicator R_N, higher is better.
 

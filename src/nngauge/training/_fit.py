@@ -253,7 +253,7 @@ def fit(
     decay_patience: int = 5,
     decay_factor: float = 3.0,
     n_decays: int = 10,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
     tracker: Any = None,
 ) -> FitResult:
     """Train a classifier with the NLC paper's protocol (E.2) and loss scaling (appendix C).

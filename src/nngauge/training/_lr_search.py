@@ -37,7 +37,7 @@ _SHARED_OPTIONS = ("optimizer", "momentum", "batch_size", "loss_scaling")
 def smallest_lr(model: nn.Module, train: Any, *, optimizer: OptimizerSpec = "sgd",
                 momentum: float = 0.0, batch_size: int = 250, scale: float = 1e-8,
                 warmup_epochs: Optional[int] = None, loss_scaling: bool = True,
-                generator: Optional[torch.Generator] = None) -> float:
+                generator: Optional[torch.Generator | int] = None) -> float:
     """E.2's smallest starting learning rate: scale / sum_l Q_b ||dW_lb||_F / ||W_l||_F.
 
     Each minibatch's update dW_lb (learning rate 1) is taken on a copy of the model and undone,

@@ -253,7 +253,7 @@ def hessian(
     chunk_size: Optional[int] = None,
     return_eigenvectors: bool = False,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> HessianResult:
     """Top eigenvalues, trace and spectral density of the Hessian of the mean loss.
 

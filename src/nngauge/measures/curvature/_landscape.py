@@ -217,7 +217,7 @@ def loss_landscape(
     batch_size: int = 1024,
     chunk_size: Optional[int] = None,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> LossLandscapeResult:
     """The loss on a line or plane of weight space around theta: L(theta + a d_1 + b d_2).
 

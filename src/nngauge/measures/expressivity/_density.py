@@ -185,7 +185,7 @@ def region_density(
     n_initial: int = 257,
     min_width: float = 1e-7,
     max_evaluations: int = 2**12,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
     options: ModelOptions,
     norm_data: Any = None,
     batch_size: int = CHUNK_POINTS,

@@ -100,7 +100,7 @@ def dichotomies(
     resolution: int = 1000,
     chunk_size: Optional[int] = None,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> DichotomiesResult:
     """Count the dichotomies of ``data`` as ``layer``'s weights sweep a great circle.
 

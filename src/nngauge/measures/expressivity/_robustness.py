@@ -120,7 +120,7 @@ def weight_noise_robustness(
     batch_size: int = 1000,
     chunk_size: Optional[int] = None,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> WeightNoiseResult:
     """Accuracy of ``model`` when relative Gaussian noise is added to one layer at a time.
 

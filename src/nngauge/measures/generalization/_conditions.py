@@ -157,7 +157,7 @@ def sharpness_conditions(
     max_samples: int = 100,
     exact_width: int = 256,
     n_probes: int = 64,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> ConditionsResult:
     """Conditions C1 (1/mu), C2 and C3 of Theorem 1 for a ReLU network on data (section 4).
 

@@ -255,7 +255,7 @@ def sharpness(
     batch_size: int = 64,
     eval_batch_size: int = 1024,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> SharpnessResult:
     """Keskar's sharpness zeta_alpha (eq. 4) by projected stochastic gradient ascent.
 
@@ -350,7 +350,7 @@ def expected_sharpness(
     method: Method = "auto",
     chunk_size: Optional[int] = None,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> ExpectedSharpnessResult:
     """Expected sharpness E_nu[L(w + nu)] - L(w) under Gaussian nu, and the KL term.
 
@@ -470,7 +470,7 @@ def pac_bayes(
     chunk_size: Optional[int] = None,
     eval_batch_size: int = 1024,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> PACBayesResult:
     """The bi-criteria curve (KL vs expected sharpness over alpha, Figure 2) and the bound.
 

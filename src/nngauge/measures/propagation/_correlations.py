@@ -92,7 +92,7 @@ def correlations(
     n_iter: int = 0,
     lr: float = 0.01,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> CorrelationResult:
     """Cosine similarities of all input pairs at every layer, and rho_max.
 

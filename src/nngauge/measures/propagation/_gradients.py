@@ -85,7 +85,7 @@ def gradient_metrics(
     n_batches: Optional[int] = None,
     n_iter: int = 100,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> GradientMetrics:
     """Gradient size and Lipschitz estimate (NLC paper section 6), for comparison with the NLC.
 

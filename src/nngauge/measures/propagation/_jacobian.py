@@ -156,7 +156,7 @@ def jacobian_norm(
     batch_size: int = 250,
     n_batches: Optional[int] = None,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> JacobianNormResult:
     """Operator or Frobenius norms of the input-output Jacobian over data.
 

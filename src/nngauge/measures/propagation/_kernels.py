@@ -113,7 +113,7 @@ def kernel_conditioning(
     max_samples: int = 200,
     n_probes: int = 8,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> KernelConditioning:
     """Per-layer empirical conjugate kernel or NTK, their condition numbers and mean
     normalized dot products, with infinite-width theory beside them for nngauge MLPs.

@@ -162,7 +162,7 @@ def nlc(
     method: Method = "probe",
     n_probes: int = 1,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> NLCResult:
     """The nonlinearity coefficient of ``model`` on ``data`` (NLC paper, Definition 1).
 
@@ -241,7 +241,7 @@ def nlc_profile(
     method: Method = "probe",
     n_probes: int = 1,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> NLCProfile:
     """NLC of the sub-network from the input to each layer, and of the whole network.
 

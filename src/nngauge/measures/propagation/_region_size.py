@@ -100,7 +100,7 @@ def linear_region_diameter(
     n_output_directions: int = 10,
     k_max: float = 1e3,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> RegionSize:
     """Relative diameter of the linearly approximable region (NLC paper E.1, figure 1).
 
@@ -147,7 +147,7 @@ def error_preserving_perturbation(
     n_input_directions: int = 10,
     k_max: float = 1e3,
     options: ModelOptions,
-    generator: Optional[torch.Generator] = None,
+    generator: Optional[torch.Generator | int] = None,
 ) -> RegionSize:
     """Largest perturbation keeping the error over the path within 5% (NLC paper E.3).
 
