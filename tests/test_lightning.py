@@ -64,7 +64,7 @@ def test_two_epoch_trainer_records_the_measures(tmp_path):
     import lightning
     from nngauge.integrations.lightning import GaugeCallback
 
-    callback = GaugeCallback(every=2, seed=3)
+    callback = GaugeCallback(every=2, generator=3)
     snapshots = {}
 
     class Snapshot(lightning.Callback):  # the weights and batch each measured step saw

@@ -130,7 +130,7 @@ def test_tracked_values_equal_the_functional_call(name):
     options, functional = FUNCTIONAL[name]
     net = _net()
     x, y = waveform_noise(24, generator=1)
-    row = Tracker([(name, options)], data=(x, y), seed=SEED).step(net, step=3)
+    row = Tracker([(name, options)], data=(x, y), generator=SEED).step(net, step=3)
     expected = functional(net, x, y)
     assert row.pop("step") == 3
     _assert_same_row(row, columns(name, expected))
@@ -269,7 +269,7 @@ def test_callables_get_the_seeded_generator_when_they_take_one():
     def noise(model, data, *, generator, scale=1.0):
         return {"draw": scale * float(torch.rand(1, generator=generator))}
 
-    tracker = Tracker([(noise, {"scale": 2.0})], seed=11)
+    tracker = Tracker([(noise, {"scale": 2.0})], generator=11)
     rows = [tracker.step(_net(), torch.randn(2, 40)) for _ in range(2)]
     expected = 2.0 * float(torch.rand(1, generator=torch.Generator().manual_seed(11)))
     assert [r["noise/draw"] for r in rows] == [expected, expected]

@@ -54,7 +54,7 @@ def test_schedules_read_given_global_steps():
 def test_epoch_schedule_measures_at_epoch_ends_on_the_last_batch():
     net = _net()
     data = waveform_noise(40, generator=0)
-    tracker = Tracker(["nlc", "weight_norm"], schedule="epoch", seed=2)
+    tracker = Tracker(["nlc", "weight_norm"], schedule="epoch", generator=2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for epoch in range(2):
         for i in range(4):

@@ -314,6 +314,40 @@ def _zoo_case(name: str) -> Case:
 CASES.update({(_public(r), r.old): _zoo_case(_public(r).removeprefix("nngauge.zoo."))
               for r in RENAMES if _public(r).startswith("nngauge.zoo.")})
 
+
+def _conformance_inputs(**kw):
+    from nngauge.conformance import prepare
+    from nngauge.zoo import ZOO
+
+    entry = ZOO["dropout_mlp"]
+    d = prepare(entry, entry.build(), **kw)
+    return d.x, d.y
+
+
+def _run_all(**kw):
+    """run_all on one (toy) reproduction: the rows it computed and the README it wrote."""
+    from unittest import mock
+
+    from nngauge.reproduce._index import run_all
+
+    out = tempfile.mkdtemp(prefix="nngauge-vocabulary-")
+    with mock.patch("nngauge.reproduce.get", return_value=_reproduction()):
+        result, = run_all(out, names=["toy"], **kw)
+    return result.computed.rows, re.sub(r" in [0-9.]+ s", "", result.readme_path.read_text())
+
+
+CASES.update({
+    ("nngauge.Tracker.__init__", "seed"): Case(
+        lambda **kw: nngauge.Tracker(["nlc"], **kw).step(NET, X), {"seed": 3},
+        {"generator": 3}),
+    ("nngauge.conformance.prepare", "seed"): Case(_conformance_inputs, {"seed": 3},
+                                                  {"generator": 3}),
+    ("nngauge.conformance.run_cell", "seed"): Case(
+        lambda **kw: nngauge.conformance.run_cell("nlc", "dropout_mlp", **kw)[0].summary,
+        {"seed": 3}, {"generator": 3}),
+    ("nngauge.reproduce._index.run_all", "seed"): Case(_run_all, {"seed": 3}, {"generator": 3}),
+})
+
 LAYOUT_CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "nngauge.sharpness": (
         lambda: nngauge.sharpness(NET, F.cross_entropy, (X, Y), n_iter=3, **SMALL),

@@ -55,6 +55,7 @@ from torch import nn
 
 from nngauge._catalogue import Entry, catalogue
 from nngauge._internal.adapter import batch_coupled, select_output
+from nngauge._vocabulary import renamed
 from nngauge.errors import NNGaugeError
 from nngauge.trajectories import line, plane
 from nngauge.zoo import ZOO, ZooEntry, sample_inputs, sample_labels
@@ -115,10 +116,12 @@ class Inputs:
         return options
 
 
-def prepare(entry: ZooEntry, model: nn.Module, *, seed: int = 0) -> Inputs:
-    """The inputs of a cell for ``model`` (built from ``entry``)."""
-    x = sample_inputs(entry, N_SAMPLES, generator=seed)
-    y = sample_labels(entry, N_SAMPLES, generator=seed)
+@renamed(seed="generator")
+def prepare(entry: ZooEntry, model: nn.Module, *, generator: int = 0) -> Inputs:
+    """The inputs of a cell for ``model`` (built from ``entry``), drawn with the int seed
+    ``generator``."""
+    x = sample_inputs(entry, N_SAMPLES, generator=generator)
+    y = sample_labels(entry, N_SAMPLES, generator=generator)
     if entry.input_module is not None:
         with torch.no_grad():
             points = model.get_submodule(entry.input_module)(x[:3]).detach()
@@ -279,11 +282,13 @@ def same_state(a: dict, b: dict) -> bool:
             and all(torch.equal(s, t) for s, t in zip(a["tensors"], b["tensors"])))
 
 
-def run_cell(measure: str, model_name: str, *, seed: int = 0) -> tuple[Cell, Any]:
-    """Run one cell on a fresh model; returns the :class:`Cell` and the result (or None)."""
+@renamed(seed="generator")
+def run_cell(measure: str, model_name: str, *, generator: int = 0) -> tuple[Cell, Any]:
+    """Run one cell on a fresh model built and fed with the int seed ``generator``; returns
+    the :class:`Cell` and the result (or None)."""
     entry = ZOO[model_name]
-    model = entry.build(generator=seed)
-    inputs = prepare(entry, model, seed=seed)
+    model = entry.build(generator=generator)
+    inputs = prepare(entry, model, generator=generator)
     before = model_state(model)
     start = time.perf_counter()
     result, status = None, "ok"

@@ -89,7 +89,7 @@ def _run_several(console, selected: list[str], out: Path, scale: str, seed: int,
         done.append(name)
         console.print(f"[{len(done)}/{len(selected)}] {name}")
 
-    results = run_all(out, scale=scale, seed=seed, names=selected, progress=progress)
+    results = run_all(out, scale=scale, generator=seed, names=selected, progress=progress)
     table = Table(title=f"nngauge reproduce {asked} ({scale} scale, seed {seed})")
     for column in ("name", "verdict", "seconds"):
         table.add_column(column)

@@ -41,7 +41,7 @@ def _build():
         Args:
             tracker: a :class:`~nngauge.training.Tracker`; or build one from the keyword
                 arguments (``measures``, ``every``, ``schedule``, ``sinks``, ``data``,
-                ``probe_data``, ``seed``, ``options``, ``keep_weights``).
+                ``probe_data``, ``generator``, ``options``, ``keep_weights``).
             log: also log the values through Lightning (default False).
         """
 

@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from nngauge._vocabulary import renamed
 from nngauge.reproduce._base import ReproductionResult, Scale, format_number
 
 INDEX_NAME = "index.html"
@@ -29,18 +30,20 @@ td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; }
 """
 
 
-def run_all(out_dir: str | Path, *, scale: Scale = "small", seed: int = 0,
+@renamed(seed="generator")
+def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
             names: Optional[Sequence[str]] = None,
             progress: Optional[Callable[[str], None]] = None) -> list[ReproductionResult]:
     """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` with the
-    same seed, then write ``out_dir/index.html``; returns the results."""
+    same int seed ``generator`` (the README of each names it), then write
+    ``out_dir/index.html``; returns the results."""
     from nngauge.reproduce import get, names as all_names
 
     results = []
     for name in names or all_names():
         if progress is not None:
             progress(name)
-        results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=seed))
+        results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=generator))
     write_index(results, out_dir)
     return results
 

@@ -17,7 +17,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import torch
 from torch import nn
 
+from nngauge._constraints import GENERATOR
 from nngauge._internal.data import collect
+from nngauge._random import seed_of
+from nngauge._vocabulary import renamed
 from nngauge.errors import invalid, require_extra
 from nngauge.training._flatten import columns
 from nngauge.training._registry import PROBE_SAMPLES, StepInputs, bind
@@ -34,10 +37,10 @@ class Tracker:
 
     At a measured step every measure runs on the model as it is (in its current mode; the
     measures leave mode, buffers, parameters and gradients as they found them), each with a
-    new ``torch.Generator`` seeded ``seed``, so that ``tracker.history`` at step s equals the
-    functional call, e.g. ``nngauge.nlc(model, batch, batch_size=len(batch),
-    generator=torch.Generator().manual_seed(seed))``, and a model that did not change gives the
-    same values at every step. Each row holds ``step`` (and ``epoch`` for rows of
+    new ``torch.Generator`` seeded with the Tracker's seed (:attr:`seed`), so that
+    ``tracker.history`` at step s equals the functional call, e.g. ``nngauge.nlc(model, batch,
+    batch_size=len(batch), generator=torch.Generator().manual_seed(tracker.seed))``, and a
+    model that did not change gives the same values at every step. Each row holds ``step`` (and ``epoch`` for rows of
     :meth:`epoch_end`) and the measures' columns ``measure/.../field``.
 
     Args:
@@ -59,7 +62,9 @@ class Tracker:
         probe_data: the fixed probe points (trajectory endpoints, points of patterns,
             regions and kernels); None: the first 256 inputs of ``data``, else of the first
             measured batch. Copied.
-        seed: the seed of every measure's generator, at every step.
+        generator: an int seed (default 0), or a torch.Generator from which one seed is drawn
+            when the Tracker is built (:func:`nngauge._random.seed_of`); every measure's
+            generator is seeded with it at every step. ``seed=``: its deprecated name.
         options: per-measure keyword options, e.g. ``{"nlc": {"n_probes": 4}}`` (merged over
             those of a ``(name, options)`` pair).
         keep_weights: also keep a detached CPU copy of the named parameters at every
@@ -77,10 +82,12 @@ class Tracker:
         ([0, 2], True)
     """
 
+    @renamed(seed="generator")
     def __init__(self, measures: Union[Sequence[MeasureSpec], Mapping[str, MeasureSpec]] =
                  DEFAULT_MEASURES, *, every: Optional[int] = None, schedule: Any = None,
                  sinks: Sequence[Any] = (), data: Any = None, probe_data: Any = None,
-                 seed: int = 0, options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                 generator: Union[torch.Generator, int] = 0,
+                 options: Optional[Mapping[str, Mapping[str, Any]]] = None,
                  keep_weights: Union[bool, int] = False) -> None:
         self.schedule = _schedule(every, schedule)
         self.keep_weights = _keep_every(keep_weights)
@@ -91,7 +98,10 @@ class Tracker:
                           f"options for {sorted(unknown)}", "add the measure or drop its options")
         self._measures = {name: bind(name, spec, {**given, **(options or {}).get(name, {})})
                           for name, (spec, given) in specs.items()}
-        self.data, self.seed = data, seed
+        if generator is None or not GENERATOR.accepts(generator):
+            raise invalid("Tracker()", "generator an int seed >= 0 or a torch.Generator",
+                          f"generator={generator!r}", "pass e.g. generator=0 (the default)")
+        self.data, self.seed = data, seed_of(generator)
         self._probes = None if probe_data is None else _probe_points(probe_data, None)
         self._sinks = [as_sink(s) for s in sinks]
         self._rows: list[dict[str, Any]] = []
