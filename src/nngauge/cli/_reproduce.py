@@ -8,7 +8,6 @@ from typing import Optional
 
 import typer
 
-
 REPRODUCE_EXAMPLES = (
     "nngauge reproduce --list",
     "nngauge reproduce --all --out reproduce",

@@ -17,7 +17,6 @@ breakdowns, are frozen dataclasses with one protocol (:class:`nngauge._results.R
 """
 
 from nngauge._internal.adapter import MeasurementMode
-
 from nngauge.measures.curvature import *  # noqa: F401,F403
 from nngauge.measures.curvature import __all__ as _CURVATURE
 from nngauge.measures.expressivity import *  # noqa: F401,F403

@@ -38,9 +38,20 @@ from nngauge.activations import Activation
 from nngauge.activations._spec import from_spec
 from nngauge.errors import UnknownNameError, invalid
 from nngauge.nn._mlp import ACTIVATION, FLOAT_DTYPE, Init, orthogonal_submatrix
-from nngauge.nn._sampler import (BIAS_VARIANCE, GENERATOR_OR_SEED, OVERRIDE_CHECKS,
-                                 SCALES, SKIPS, UNSTABLE_ACTIVATIONS, Generator, _as_generator,
-                                 _check_overrides, _pick, draw_activation, modified_activation)
+from nngauge.nn._sampler import (
+    BIAS_VARIANCE,
+    GENERATOR_OR_SEED,
+    OVERRIDE_CHECKS,
+    SCALES,
+    SKIPS,
+    UNSTABLE_ACTIVATIONS,
+    Generator,
+    _as_generator,
+    _check_overrides,
+    _pick,
+    draw_activation,
+    modified_activation,
+)
 
 KERNEL = 3
 """Convolution kernel size (padding 1 keeps H x W)."""

@@ -22,11 +22,10 @@ from torch import nn
 from torch.func import functional_call
 
 from nngauge._constraints import constrained
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.ntk import _Call
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge.errors import invalid
-from nngauge.proxies._common import (batch_loss, finite, gradients, proxy_batch, total,
-                                     trainable)
+from nngauge.proxies._common import batch_loss, finite, gradients, proxy_batch, total, trainable
 
 _BATCHNORM = nn.modules.batchnorm._BatchNorm
 

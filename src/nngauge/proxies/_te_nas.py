@@ -19,8 +19,8 @@ from scipy.stats import rankdata
 from torch import nn
 
 from nngauge._constraints import Check, Numbers, constrained
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import activation_sites, site_codes
 from nngauge.errors import invalid
 from nngauge.proxies._common import finite, proxy_batch, trainable

@@ -7,6 +7,7 @@ computed from the sections' results afterwards.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -14,24 +15,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-import dataclasses
-
 import torch
 from torch import nn
 
-from nngauge._constraints import (SEED_OR_GENERATOR, Flag, Instance, Integer, Maybe, Real,
-                                  constrained)
+from nngauge._constraints import (
+    SEED_OR_GENERATOR,
+    Flag,
+    Instance,
+    Integer,
+    Maybe,
+    Real,
+    constrained,
+)
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import block_sites
 from nngauge._random import seed_of
+from nngauge._results import plain
 from nngauge._version import __version__
 from nngauge._vocabulary import renamed
 from nngauge.errors import NNGaugeError
 from nngauge.measures.propagation._nlc import PROFILE_KINDS
-from nngauge._results import plain
 from nngauge.report import _verdicts as V
-from nngauge.report._plan import JACOBIAN_POSITIONS, check_affordable, measure_cost, plan
 from nngauge.report._context import (
     Context,
     NotApplicable,
@@ -39,6 +44,7 @@ from nngauge.report._context import (
     SectionBuilder,
     SectionOutput,
 )
+from nngauge.report._plan import JACOBIAN_POSITIONS, check_affordable, measure_cost, plan
 from nngauge.report._sections import SECTION_BUILDERS
 
 

@@ -36,6 +36,7 @@ from nngauge.report._loss_section import loss_section
 from nngauge.report._region_section import regions_section
 from nngauge.trajectories import line
 
+
 def _nlc_section(ctx: Context) -> SectionOutput:
     from nngauge import nlc_profile
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 ACTIVATIONS = {"relu": math.sqrt(2.0), "normalize(relu)": 1.0, "norm_relu": 1.0}

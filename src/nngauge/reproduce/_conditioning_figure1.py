@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from scipy import stats
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("network", "epoch", "val_error", "mean_normalized_dot_product")

@@ -37,7 +37,8 @@ def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
     """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` with the
     same int seed ``generator`` (the README of each names it), then write
     ``out_dir/index.html``; returns the results."""
-    from nngauge.reproduce import get, names as all_names
+    from nngauge.reproduce import get
+    from nngauge.reproduce import names as all_names
 
     results = []
     for name in names or all_names():

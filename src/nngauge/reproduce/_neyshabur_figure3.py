@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._neyshabur_figure2 import EPSILON, KESKAR_ALPHA, kl_at
 from nngauge.reproduce._neyshabur_random_labels import train_to_fit

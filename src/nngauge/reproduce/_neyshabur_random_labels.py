@@ -28,8 +28,8 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 MEASURES = ("l2", "l1_path", "l2_path", "spectral")

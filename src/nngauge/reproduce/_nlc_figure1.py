@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._nlc_study import describe
 

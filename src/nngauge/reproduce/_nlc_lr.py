@@ -24,10 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                     run_reproduction_study)
+from nngauge._random import seed_of
+from nngauge.reproduce._base import (
+    Comparison,
+    Computed,
+    Reproduction,
+    Verdict,
+    run_reproduction_study,
+)
 from nngauge.reproduce._nlc_figure3 import BETTER_THAN_CHANCE
 from nngauge.reproduce._nlc_study import positive, undefined_at_initialization
 

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 DEPTHS = (2, 5, 10, 15, 20, 25, 50)

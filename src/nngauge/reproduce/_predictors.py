@@ -34,10 +34,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                     run_reproduction_study)
+from nngauge._random import seed_of
+from nngauge.reproduce._base import (
+    Comparison,
+    Computed,
+    Reproduction,
+    Verdict,
+    run_reproduction_study,
+)
 from nngauge.studies._spec import PROXIES
 
 MEASURES = ("nlc", "correlations", *PROXIES)

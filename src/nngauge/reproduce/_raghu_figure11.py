@@ -51,10 +51,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                      digit_splits)
+from nngauge._random import seed_of
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, digit_splits
 
 COLUMNS = ("network", "variant", "epoch", "step", "train_loss", "penalty", "train_accuracy",
            "test_accuracy")

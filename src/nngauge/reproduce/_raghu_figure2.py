@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("part", "width", "sigma_w2", "depth", "transitions", "layer_transitions", "nets")

@@ -51,10 +51,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
-from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                      digit_splits)
+from nngauge._random import seed_of
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, digit_splits
 
 COLUMNS = ("experiment", "activation", "sigma_w2_init", "network", "step", "layer", "quantity",
            "value")

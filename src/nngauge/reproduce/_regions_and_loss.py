@@ -68,8 +68,7 @@ import numpy as np
 import torch
 
 from nngauge._citations import cite, short
-from nngauge.reproduce._base import (Comparison, Computed, Reproduction, Verdict,
-                                      digit_splits)
+from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, digit_splits
 
 TRACKED_COLUMNS = {
     "train_error": "train_error",

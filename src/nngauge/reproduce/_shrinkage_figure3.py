@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("init", "quantity", "layer", "index", "measured", "theory", "bound")

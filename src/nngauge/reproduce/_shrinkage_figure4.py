@@ -43,8 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._random import seed_of
 from nngauge._citations import cite
+from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("quantity", "net", "layer", "distance", "epoch", "measured", "theory")

@@ -25,8 +25,19 @@ import math
 import uuid
 from typing import Iterable, Optional
 
-from sqlalchemy import (Boolean, Column, Float, ForeignKey, Integer, MetaData, String, Table,
-                        Text, create_engine, select)
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    select,
+)
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 

@@ -48,8 +48,7 @@ from nngauge.errors import InvalidInputError, NNGaugeError, require_extra
 from nngauge.studies._claims import DEFAULT_LEASE, Claims, clock_offset
 from nngauge.studies._db import DEFAULT_URL, finished_keys, open_db, register_study, write_unit
 from nngauge.studies._spec import StudySpec, load_spec
-from nngauge.studies._units import (UnitRunner, UnitTask, plan_units, resolve_architectures,
-                                    run_unit)
+from nngauge.studies._units import UnitRunner, UnitTask, plan_units, resolve_architectures, run_unit
 
 ExecutorName = Literal["local", "ray"]
 Progress = Callable[[int, int], None]

@@ -58,9 +58,9 @@ import numpy as np
 
 from nngauge._constraints import SEED_OR_GENERATOR, constrained
 from nngauge._random import seed_of
+from nngauge._results import Result, plain, row_named
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid, require_counts, require_extra
-from nngauge._results import Result, plain, row_named
 from nngauge.studies._spec import AFTER
 from nngauge.studies._summarize import _write_csv
 

@@ -52,6 +52,7 @@ from nngauge._catalogue import Entry, catalogue
 from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
 
+
 def _study_entries() -> dict[str, Entry]:
     """Name -> the catalogue entry a study runs under that name: every entry with study
     columns, the proxy where a measure and a proxy share the name (``region_density``: the

@@ -28,8 +28,8 @@ from typing import Optional, Union
 from sqlalchemy import select
 
 from nngauge._numbers import is_finite
-from nngauge.errors import InvalidInputError, require_extra
 from nngauge._results import Result
+from nngauge.errors import InvalidInputError, require_extra
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
 from nngauge.studies._spec import AFTER, MEASURES
 

@@ -207,9 +207,9 @@ def build_model(task: UnitTask):
     """The unit's network at initialization: the same weights for every unit of one
     (architecture, seed); :func:`nngauge.nn.mlp` or, for ``"family": "cnn"``,
     :func:`nngauge.nn.cnn`."""
-    from nngauge.nn import cnn, mlp
-
     import torch
+
+    from nngauge.nn import cnn, mlp
 
     config = dict(task.architecture.config)
     build = cnn if config.pop("family", "mlp") == "cnn" else mlp

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import (
     DEFAULT_QUADRATURE,
     Activation,
@@ -19,7 +20,6 @@ from nngauge.activations import (
     expectation,
     from_spec,
 )
-from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge.activations import hermite_coefficients as _hermite_coefficients
 from nngauge.errors import ConvergenceError, invalid
 from nngauge.theory._validate import (

@@ -9,8 +9,14 @@ Example:
     'improved'
 """
 
-from nngauge.training._fit import (EpochRecord, FitResult, StallSchedule, classification_error,
-                                   fit, output_scale)
+from nngauge.training._fit import (
+                                   EpochRecord,
+                                   FitResult,
+                                   StallSchedule,
+                                   classification_error,
+                                   fit,
+                                   output_scale,
+)
 from nngauge.training._lr_search import LRSearchResult, lr_search, smallest_lr
 from nngauge.training._registry import REGISTRY
 from nngauge.training._schedules import Schedule, log_steps

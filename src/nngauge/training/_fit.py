@@ -21,16 +21,26 @@ from typing import Any, Callable, Literal, Optional, Union
 import torch
 from torch import nn
 
-from nngauge._constraints import CALLABLE, Choice, Either, Flag, Instance, Integer, Maybe, Real, constrained
+from nngauge._constraints import (
+    CALLABLE,
+    Choice,
+    Either,
+    Flag,
+    Instance,
+    Integer,
+    Maybe,
+    Real,
+    constrained,
+)
 from nngauge._internal.adapter import ModelAdapter, batch_coupled, model_dtype_device
-from nngauge._internal.options import ModelOptions
 from nngauge._internal.data import as_batches
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.losses import check_class_labels
+from nngauge._internal.options import ModelOptions
 from nngauge._numbers import is_finite
+from nngauge._results import Result, plain
 from nngauge.data._splits import LabelledData, as_labelled
 from nngauge.errors import invalid
-from nngauge._results import Result, plain
 
 Action = Literal["improved", "continue", "decay", "stop"]
 OptimizerName = Literal["sgd", "adam"]

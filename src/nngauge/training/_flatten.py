@@ -27,8 +27,8 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from nngauge.errors import invalid
 from nngauge._results import plain
+from nngauge.errors import invalid
 
 NOT_MEASURED = ("mode", "settings")
 

@@ -18,14 +18,30 @@ from typing import Any, Callable, Optional, Union
 import torch
 from torch import nn
 
-from nngauge._constraints import (CALLABLE, MODEL, Choice, Either, Flag, Integer, Maybe,
-                                          Real, constrained)
+from nngauge._constraints import (
+    CALLABLE,
+    MODEL,
+    Choice,
+    Either,
+    Flag,
+    Integer,
+    Maybe,
+    Real,
+    constrained,
+)
 from nngauge._internal.layers import layer_kind
 from nngauge._numbers import is_finite
-from nngauge.errors import invalid
 from nngauge._results import Result
-from nngauge.training._fit import (FitResult, OptimizerName, OptimizerSpec, _output_scale,
-                                   _prepared, fit, make_optimizer)
+from nngauge.errors import invalid
+from nngauge.training._fit import (
+    FitResult,
+    OptimizerName,
+    OptimizerSpec,
+    _output_scale,
+    _prepared,
+    fit,
+    make_optimizer,
+)
 
 ModelSource = Union[nn.Module, Callable[[], nn.Module]]
 _SHARED_OPTIONS = ("optimizer", "momentum", "batch_size", "loss_scaling")

@@ -63,9 +63,19 @@ from nngauge.zoo._gpt import Conv1D, NewGELUActivation, gpt, gpt_small
 from nngauge.zoo._lstm import lstm_classifier
 from nngauge.zoo._registry import ZOO, ZooEntry, sample_inputs, sample_labels
 from nngauge.zoo._resnet import resnet18, resnet_small
-from nngauge.zoo._small import (BatchNormAct2d, GELUTanh, LayerNorm2d, LayerScale, QuickGELU,
-                                Swish, convnext_block_net, dropout_mlp, elementwise_zoo_net,
-                                groupnorm_cnn, mobilenet_block_net)
+from nngauge.zoo._small import (
+                                BatchNormAct2d,
+                                GELUTanh,
+                                LayerNorm2d,
+                                LayerScale,
+                                QuickGELU,
+                                Swish,
+                                convnext_block_net,
+                                dropout_mlp,
+                                elementwise_zoo_net,
+                                groupnorm_cnn,
+                                mobilenet_block_net,
+)
 from nngauge.zoo._vit import GELU, vit, vit_small
 
 __all__ = [

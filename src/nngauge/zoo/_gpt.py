@@ -13,7 +13,6 @@ from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.zoo._common import GENERATOR, PROBABILITY, SIZE, seeded
 
-
 _GPT_OPTIONS = dict(vocab_size=SIZE, block_size=SIZE, dim=SIZE, depth=SIZE, heads=SIZE,
                     dropout=PROBABILITY, generator=GENERATOR)
 """Declared once for :func:`gpt` and its fast variant :func:`gpt_small`."""

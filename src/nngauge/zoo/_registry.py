@@ -19,8 +19,13 @@ from nngauge.zoo._common import GENERATOR
 from nngauge.zoo._gpt import gpt_small
 from nngauge.zoo._lstm import lstm_classifier
 from nngauge.zoo._resnet import resnet_small
-from nngauge.zoo._small import (convnext_block_net, dropout_mlp, elementwise_zoo_net, groupnorm_cnn,
-                                mobilenet_block_net)
+from nngauge.zoo._small import (
+    convnext_block_net,
+    dropout_mlp,
+    elementwise_zoo_net,
+    groupnorm_cnn,
+    mobilenet_block_net,
+)
 from nngauge.zoo._vit import vit_small
 
 

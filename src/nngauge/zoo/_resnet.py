@@ -11,7 +11,6 @@ from nngauge._constraints import Choice, constrained
 from nngauge._vocabulary import renamed
 from nngauge.zoo._common import GENERATOR, SIZE, counts, kaiming_fan_out, seeded
 
-
 Stem = Literal["imagenet", "cifar"]
 Layout = Literal["torchvision", "timm"]
 

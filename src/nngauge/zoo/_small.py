@@ -12,8 +12,15 @@ from torch import nn
 
 from nngauge._constraints import constrained
 from nngauge._vocabulary import renamed
-from nngauge.zoo._common import (GENERATOR, PROBABILITY, SIZE, counts, kaiming_fan_out, seeded,
-                                 trunc_normal_init)
+from nngauge.zoo._common import (
+    GENERATOR,
+    PROBABILITY,
+    SIZE,
+    counts,
+    kaiming_fan_out,
+    seeded,
+    trunc_normal_init,
+)
 from nngauge.zoo._vit import Mlp
 
 

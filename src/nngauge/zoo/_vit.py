@@ -13,7 +13,6 @@ from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.zoo._common import GENERATOR, PROBABILITY, SIZE, seeded, trunc_normal_init
 
-
 _VIT_OPTIONS = dict(image_size=SIZE, patch_size=SIZE, in_channels=SIZE, dim=SIZE, depth=SIZE,
                     heads=SIZE, mlp_ratio=Real(0, low_open=True), num_classes=SIZE,
                     dropout=PROBABILITY, generator=GENERATOR)

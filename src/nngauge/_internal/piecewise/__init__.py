@@ -53,10 +53,21 @@ re-exported here.
 
 from __future__ import annotations
 
-from nngauge._internal.piecewise.engine import (MAX_ELEMENTS, Chunk, EngineReport,
-                                                PiecewiseEngine, WeightLine, float64_copy)
-from nngauge._internal.piecewise.geometry import (Cut, Geometry, Intervals, PieceLimit,
-                                                  polyline_slices)
+from nngauge._internal.piecewise.engine import (
+                                                MAX_ELEMENTS,
+                                                Chunk,
+                                                EngineReport,
+                                                PiecewiseEngine,
+                                                WeightLine,
+                                                float64_copy,
+)
+from nngauge._internal.piecewise.geometry import (
+                                                Cut,
+                                                Geometry,
+                                                Intervals,
+                                                PieceLimit,
+                                                polyline_slices,
+)
 from nngauge._internal.piecewise.polygons import Polygons, plane_slice, plane_weights
 from nngauge._internal.piecewise.rules import EngineSite, combine
 

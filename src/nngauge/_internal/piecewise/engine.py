@@ -21,7 +21,6 @@ from nngauge._internal.piecewise.geometry import Geometry, PieceLimit, check_lim
 from nngauge._internal.piecewise.rules import ActivationRule, MaxPoolRule, Rule, graph_op
 from nngauge.errors import invalid
 
-
 MAX_ELEMENTS = 2**20
 """Chunk budget: pieces x (k + 1) x the largest per-sample tensor of an op (a max pooling's
 window entries counted) stays below this many elements. Small chunks are faster as well as

@@ -43,14 +43,21 @@ from torch import nn
 
 from nngauge._constraints import Choice, Flag, Integer, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
-from nngauge._internal.curvature import (CurvatureOperator, Kind, TraceMethod, estimate_trace,
-                                         functional_model, lanczos, slq)
+from nngauge._internal.curvature import (
+    CurvatureOperator,
+    Kind,
+    TraceMethod,
+    estimate_trace,
+    functional_model,
+    lanczos,
+    slq,
+)
 from nngauge._internal.losses import LOSS, Loss, labelled_batches, model_loss, with_labels
-from nngauge._vocabulary import deprecated_attribute, renamed
-from nngauge.errors import invalid
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._plots import new_axes
 from nngauge._results import Result
+from nngauge._vocabulary import deprecated_attribute, renamed
+from nngauge.errors import invalid
 
 CONFIDENCE = 0.95
 """Coverage of the intervals over data batches."""

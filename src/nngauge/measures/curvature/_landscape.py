@@ -41,15 +41,14 @@ from torch.func import functional_call
 
 from nngauge._constraints import Choice, Flag, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
-from nngauge._internal.losses import (LOSS, Loss, LossFn, labelled_tensors, scalar_loss,
-                                      with_labels)
+from nngauge._internal.losses import LOSS, Loss, LossFn, labelled_tensors, scalar_loss, with_labels
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.sites import SiteRecorder
-from nngauge._vocabulary import renamed
-from nngauge.errors import invalid, require_extra
 from nngauge._plots import new_axes
 from nngauge._results import Result
+from nngauge._vocabulary import renamed
+from nngauge.errors import invalid, require_extra
 from nngauge.measures.curvature._hessian import hessian
 from nngauge.measures.curvature._landscape_regions import (
     PatternProbe,

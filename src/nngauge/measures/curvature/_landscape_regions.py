@@ -27,8 +27,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.adapter import ModelAdapter
-from nngauge._internal.patterns import PatternHasher, PatternLayer, activation_sites
-from nngauge._internal.patterns import region_codes
+from nngauge._internal.patterns import PatternHasher, PatternLayer, activation_sites, region_codes
 from nngauge._internal.sites import Site
 from nngauge.errors import InvalidInputError, invalid
 from nngauge.measures.curvature._weight_transitions import weight_transitions

@@ -23,8 +23,8 @@ from torch import nn
 
 from nngauge._constraints import NAME, Integer, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.data import collect
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import select_pattern_layers
 from nngauge._internal.piecewise import (
     EngineReport,
@@ -34,9 +34,9 @@ from nngauge._internal.piecewise import (
     WeightLine,
     float64_copy,
 )
+from nngauge._results import Result
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import BudgetExceededError, invalid
-from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AFFINE_RTOL
 
 MAX_PIECES = 2**18

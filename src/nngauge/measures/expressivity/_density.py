@@ -28,8 +28,8 @@ from torch import nn
 
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.data import collect
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
     PatternLayer,
@@ -39,9 +39,9 @@ from nngauge._internal.patterns import (
 )
 from nngauge._internal.piecewise import EngineReport, Intervals, PiecewiseEngine, float64_copy
 from nngauge._internal.sites import Site
+from nngauge._results import Result
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
-from nngauge._results import Result
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
 
 Method = Literal["exact", "sampled"]

@@ -28,11 +28,11 @@ from torch.func import functional_call
 
 from nngauge._constraints import NAME, Integer, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
+from nngauge._internal.options import ModelOptions, model_options
+from nngauge._results import Result
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
-from nngauge._results import Result
 
 MAX_BATCHED_ELEMENTS = 2**24
 """Default chunking: at most this many weight elements (all settings of a chunk together)."""

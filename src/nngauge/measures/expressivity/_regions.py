@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
-from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
     PatternHasher,
@@ -42,8 +42,8 @@ from nngauge._internal.piecewise import (
     plane_slice,
     plane_weights,
 )
-from nngauge.errors import BudgetExceededError, invalid, require_extra
 from nngauge._results import Result
+from nngauge.errors import BudgetExceededError, invalid, require_extra
 from nngauge.measures.expressivity._lines import require_affine
 from nngauge.trajectories import Plane, make_plane
 

@@ -25,12 +25,13 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
-from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, Numbers, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.batching import Vectorizer
 from nngauge._internal.layers import layer_kind
 from nngauge._internal.losses import labelled_batches
+from nngauge._internal.options import ModelOptions, model_options
+from nngauge._results import Result
 from nngauge.errors import InvalidInputError, invalid
 from nngauge.measures.expressivity._dichotomies import (
     MAX_BATCHED_ELEMENTS,
@@ -38,7 +39,6 @@ from nngauge.measures.expressivity._dichotomies import (
     labels_of,
     layer_weight,
 )
-from nngauge._results import Result
 
 DEFAULT_NOISE_LEVELS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0)
 """Relative noise magnitudes; figure 6 of the paper sweeps magnitudes around 0.25."""

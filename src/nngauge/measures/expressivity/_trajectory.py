@@ -18,13 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
-from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.patterns import CHUNK_POINTS
 from nngauge._internal.sites import Site
-from nngauge.errors import invalid, warn_caller
 from nngauge._results import Result
+from nngauge.errors import invalid, warn_caller
 from nngauge.trajectories import Trajectory, as_trajectory, polyline_length
 
 DEFAULT_KINDS = ("activation", "pool")

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
-from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.patterns import (
     CHUNK_POINTS,
     PatternHasher,
@@ -32,8 +32,8 @@ from nngauge._internal.piecewise import (
     float64_copy,
     polyline_slices,
 )
-from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
 from nngauge._results import Result
+from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
 from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes
 from nngauge.measures.expressivity._trajectory import theory_overlay
 from nngauge.trajectories import Trajectory, line

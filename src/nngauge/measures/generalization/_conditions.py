@@ -40,16 +40,16 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions
 from nngauge._constraints import Integer, Numbers, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.data import collect
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name
+from nngauge._internal.options import ModelOptions
+from nngauge._results import Result
 from nngauge.activations._torch import ActivationModule
 from nngauge.errors import invalid
 from nngauge.measures.generalization._fold import folded_graph, folded_mode, untraceable_batchnorm
 from nngauge.measures.generalization._norms import float_input_shape
-from nngauge._results import Result
 from nngauge.measures.generalization._weights import WeightLayer, is_torch_module, weight_layers
 
 DEFAULT_DELTAS = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)

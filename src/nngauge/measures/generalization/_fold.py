@@ -27,11 +27,16 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter, require_real_finite_weights
 from nngauge._constraints import constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, require_real_finite_weights
 from nngauge._internal.graph import GraphOp, ModelGraph, target_name, trace_graph
 from nngauge.errors import NNGaugeError, invalid
-from nngauge.measures.generalization._weights import WeightLayer, arguments, is_torch_module, weight_layers
+from nngauge.measures.generalization._weights import (
+    WeightLayer,
+    arguments,
+    is_torch_module,
+    weight_layers,
+)
 
 _WHERE = "fold_batchnorm()"
 _BATCHNORM = nn.modules.batchnorm._BatchNorm

@@ -15,12 +15,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.losses import flat_scores
-from nngauge.errors import invalid
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._results import Result
+from nngauge.errors import invalid
 
 
 @dataclass(frozen=True)

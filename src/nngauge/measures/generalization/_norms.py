@@ -35,21 +35,21 @@ import torch
 from torch import nn
 
 from nngauge._constraints import Flag, Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.graph import GraphOp, ModelGraph
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.spectral import (
     POWER_MAX_ITER,
     POWER_TOL,
     circular_conv_singular_values,
     power_iteration,
 )
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
+from nngauge._results import Result, row_named
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid, warn_caller
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
-from nngauge._results import Result, row_named
 from nngauge.measures.generalization._weights import WeightLayer, weight_layers
 
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")

@@ -38,14 +38,13 @@ from torch.func import functional_call, vmap
 
 from nngauge._constraints import Choice, Integer, Maybe, Numbers, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.batching import Vectorizer
 from nngauge._internal.losses import LOSS, Loss, labelled_tensors, scalar_loss, with_labels
-from nngauge._vocabulary import legacy_layout, renamed
+from nngauge._internal.options import ModelOptions, model_options
+from nngauge._results import Result
+from nngauge._vocabulary import deprecated_attribute, legacy_layout, renamed
 from nngauge.errors import invalid
 from nngauge.measures.generalization._local_noise import LocalNoise
-from nngauge._results import Result
-from nngauge._vocabulary import deprecated_attribute
 
 Noise = Literal["relative", "isotropic"]
 PERTURBED = "sharpness perturbs the parameters"

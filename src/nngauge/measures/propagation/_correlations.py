@@ -20,9 +20,9 @@ from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT
+from nngauge._results import Result
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
-from nngauge._results import Result
 
 DEFAULT_KINDS = ("linear", "conv", "norm", "activation")
 

@@ -21,13 +21,13 @@ from torch import nn
 
 from nngauge._constraints import Integer, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.jacobian import JacobianProducts, operator_norms
 from nngauge._internal.losses import LOSS, Loss, LossFn, resolve_loss, with_labels
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
+from nngauge._results import Result
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
-from nngauge._results import Result
 
 
 @dataclass(frozen=True)

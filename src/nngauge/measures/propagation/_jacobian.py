@@ -39,9 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Flag, Integer, Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.jacobian import (
     EXACT_MEMORY,
     JacobianProducts,
@@ -51,9 +50,10 @@ from nngauge._internal.jacobian import (
     operator_norm_estimate,
     probe_squared_columns,
 )
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT, forward_batches, site_function
-from nngauge.errors import invalid
 from nngauge._results import Result
+from nngauge.errors import invalid
 
 Ord = Literal["op", "fro"]
 FroMethod = Literal["probe", "exact"]

@@ -30,13 +30,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.options import ModelOptions, model_options
 from nngauge._constraints import Choice, Integer, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT
-from nngauge.errors import BudgetExceededError, invalid
 from nngauge._results import Result
+from nngauge.errors import BudgetExceededError, invalid
 from nngauge.theory import condition_number, mean_normalized_dot_product
 
 Kind = Literal["conjugate", "ntk"]

@@ -26,14 +26,14 @@ from typing import Any, Literal, Optional, Sequence
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._constraints import Choice, Integer, constrained
-from nngauge._internal.options import ModelOptions, model_options
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.jacobian import (
     exact_squared_columns,
     forward_tangents,
     probe_squared_columns,
 )
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import (
     OUTPUT,
     Moments,
@@ -41,8 +41,8 @@ from nngauge._internal.probing import (
     check_min_samples,
     gaussian_like,
 )
-from nngauge.errors import invalid
 from nngauge._results import Result
+from nngauge.errors import invalid
 
 Method = Literal["probe", "forward", "exact"]
 HIGH_BIAS_THRESHOLD = 1000.0

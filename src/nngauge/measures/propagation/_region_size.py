@@ -38,16 +38,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import (MeasurementMode, ModelAdapter,
-                                       mappable_batch_statistics)
-from nngauge._internal.options import ModelOptions, model_options
-from nngauge._internal.batching import Vectorizer
 from nngauge._constraints import Integer, Real, constrained
+from nngauge._internal.adapter import MeasurementMode, ModelAdapter, mappable_batch_statistics
+from nngauge._internal.batching import Vectorizer
 from nngauge._internal.jacobian import JacobianProducts
 from nngauge._internal.losses import check_class_labels, with_labels
+from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import Moments, check_min_samples, gaussian_like
-from nngauge.errors import invalid
 from nngauge._results import Result
+from nngauge.errors import invalid
 
 K_MIN = 1e-9
 K_FACTOR = 10.0 ** 0.1

@@ -25,10 +25,10 @@ from nngauge._constraints import Check, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter, batch_coupled
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import check_min_samples
+from nngauge._results import Result
 from nngauge._vocabulary import legacy_layout
 from nngauge.errors import invalid
 from nngauge.measures.propagation._correlations import cosine_matrix
-from nngauge._results import Result
 
 
 class LinearizedBlock(nn.Module):
