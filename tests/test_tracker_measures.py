@@ -191,7 +191,7 @@ def test_options_give_fixed_inputs_and_replace_defaults():
     tracker = Tracker({"arc": ("trajectory_length", {"trajectory": arc(a, b, 33)}),
                        "sampled": ("transitions", {"x0": a, "x1": b, "method": "sampled"}),
                        "density": ("region_density", {"radius": 0.3, "n_directions": 2})},
-                      data=(x, y), seed=SEED)
+                      data=(x, y), generator=SEED)
     row = tracker.step(net)
 
     def of(name):
@@ -204,6 +204,17 @@ def test_options_give_fixed_inputs_and_replace_defaults():
     _assert_same_row(of("density"), columns(  # region_density's field density: column density
         "density", nngauge.region_density(net, x[:8], radius=0.3, n_directions=2,
                                           norm_mode="eval", generator=_gen())))
+
+
+def test_region_density_reads_all_the_points_it_is_given():
+    """The Tracker feeds region_density the first 8 probe points; points given as data= are
+    all read (the reproduction regions-and-loss tracks 16 and 128)."""
+    net = _net()
+    x = waveform_noise(24, generator=3).inputs
+    row = Tracker([("region_density", {"data": x[:16], "radius": 0.3})],
+                  generator=SEED).step(net)
+    _assert_same_row(row, {"step": 0, **columns("region_density", nngauge.region_density(
+        net, x[:16], radius=0.3, norm_mode="eval", generator=_gen()))})
 
 
 def test_fixed_probes_give_identical_values_on_an_unchanged_model():

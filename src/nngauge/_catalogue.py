@@ -73,6 +73,18 @@ DATA_SIZE = DataSize()
 
 
 @dataclass(frozen=True)
+class FirstProbes:
+    """A Tracker option's value meaning "the first ``n`` of the Tracker's probe points": the
+    points a measure whose cost grows with them reads when the Tracker feeds them
+    (``{"data": FirstProbes(8)}``); a ``data=`` the user gives replaces it whole."""
+
+    n: int
+
+    def __repr__(self) -> str:
+        return f"P[:{self.n}]"
+
+
+@dataclass(frozen=True)
 class Entry:
     """One public measure or proxy.
 
@@ -255,7 +267,7 @@ ENTRIES: tuple[Entry, ...] = (
              ("density", "local_complexity"), ("hanin-rolnick", "Theorem 1"), per_point=True,
              cheap={"max_samples": 4, "radius": 0.5, "n_directions": 2,
                     "neighbourhood_dims": 4, "max_evaluations": 256},
-             track={"max_samples": 8}),
+             track={"data": FirstProbes(8)}),
     _measure("regions", "expressivity", "plane", "RegionsResult", ("n_regions",),
              ("expressivity", "section 2.1, Theorem 2, figure 1"), per_point=True,
              cheap={"bounds": (0.0, 0.01, 0.0, 0.01), "max_regions": 4096, "resolution": 32}),

@@ -22,7 +22,9 @@ Rules, from the catalogue entry of the measure:
 - its defaults are ``entry.tracker_options``: ``norm_mode="eval"`` for a per-point measure
   (batchnorm with its running statistics: these measures refuse batch statistics), then the
   entry's ``track`` options, lighter than the function's own defaults where a measurement
-  every few steps needs it; :data:`~nngauge._catalogue.DATA_SIZE` stands for the number of
+  every few steps needs it; :class:`~nngauge._catalogue.FirstProbes` ``(n)`` for the first n
+  probe points (``region_density`` reads P[:8] unless given ``data=``);
+  :data:`~nngauge._catalogue.DATA_SIZE` stands for the number of
   samples of the measure's data at that step (``nlc``'s ``batch_size``: the whole batch as
   one batch); the table of ``docs/api.md`` ("The catalogue") lists them per measure;
 - a measure whose function has keyword options without default (``entry.requires``, e.g.
@@ -57,7 +59,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import nn
 
-from nngauge._catalogue import DATA_SIZE, Entry, catalogue
+from nngauge._catalogue import DATA_SIZE, Entry, FirstProbes, catalogue
 from nngauge._vocabulary import with_new_names
 from nngauge.errors import MissingDependencyError, UnknownNameError, invalid
 from nngauge.trajectories import line, plane
@@ -214,7 +216,8 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
     """
     if "generator" in options:
         raise invalid(f"Tracker measure {name!r}", "options without generator=",
-                      "generator=", "pass the Tracker's seed= instead (every step reseeds it)")
+                      "generator=", "pass the Tracker's generator= instead (every step reseeds "
+                      "each measure's generator with its seed)")
     if isinstance(spec, str):
         entry = _entry(spec)
         function = _load(spec, entry)
@@ -235,6 +238,8 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
         for argument, source in inputs.items():
             if argument not in arguments:
                 arguments[argument] = source(at, name)
+        arguments = {key: at.first_probes(value.n, name) if isinstance(value, FirstProbes)
+                     else value for key, value in arguments.items()}
         return function(model, **{key: _size(arguments["data"]) if value is DATA_SIZE else value
                                   for key, value in arguments.items()})
 
