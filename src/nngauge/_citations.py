@@ -70,6 +70,18 @@ PAPERS: dict[str, tuple[str, str]] = {
     "te-nas": ("Chen et al. (ICLR 2021)",
                'Chen, Gong & Wang, "Neural Architecture Search on ImageNet in Four GPU Hours: '
                'A Theoretically Inspired Perspective", ICLR 2021'),
+    # scoring generalization measures over a family of networks (nngauge.studies)
+    "fantastic": ("Jiang et al. (ICLR 2020)",
+                  'Jiang, Neyshabur, Mobahi, Krishnan & Bengio, "Fantastic Generalization '
+                  'Measures and Where to Find Them", ICLR 2020, arXiv:1912.02178'),
+    "pgdl": ("Jiang et al. (NeurIPS 2020 competition)",
+             'Jiang, Foret, Yak, Roy, Mobahi, Dziugaite, Bengio, Gunasekar, Guyon & Neyshabur, '
+             '"NeurIPS 2020 Competition: Predicting Generalization in Deep Learning", '
+             "arXiv:2012.07976"),
+    "robust-generalization": ("Dziugaite et al. (NeurIPS 2020)",
+                              'Dziugaite, Drouin, Neal, Rajkumar, Caballero, Wang, Mitliagkas '
+                              '& Roy, "In Search of Robust Measures of Generalization", NeurIPS '
+                              "2020, arXiv:2010.11924"),
 }
 """Key -> (short citation, full citation)."""
 

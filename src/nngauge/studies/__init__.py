@@ -7,6 +7,11 @@ From the command line::
     nngauge study run examples/study_small.toml --db sqlite:///study.db [--executor ray]
     nngauge study summarize --db sqlite:///study.db --out study_out
 
+Which measures predict the generalization gap over a family of trained networks (a table, a
+row per network) is scored by ``kendall_tau``, ``granulated_kendall`` (Jiang et al., ICLR
+2020), ``conditional_mutual_information`` (the PGDL competition's score) and
+``robust_sign_error`` (Dziugaite et al., NeurIPS 2020), and ranked by ``score_measures``.
+
 A rerun of the same spec skips the units already in the database, so an interrupted study is
 resumed by running the same command again. Several runs may share one database, on one machine
 or many: they claim units under leases and split the work (see ``nngauge.studies._claims``).
@@ -26,29 +31,48 @@ from nngauge.studies._units import Architecture, Unit, UnitTask, plan_units, run
 
 __all__ = [
     "Architecture",
+    "ConditionalMutualInformation",
+    "ConditionScore",
     "Correlation",
     "DEFAULT_URL",
+    "Environment",
+    "GranulatedKendall",
+    "HyperparameterKendall",
+    "HyperparameterSignError",
+    "KendallTau",
     "MEASURES",
+    "MeasureScore",
+    "MeasureScores",
     "PredictorPair",
     "PredictorRow",
     "PredictorTable",
+    "RobustSignError",
     "RunSummary",
     "StudySpec",
     "StudySummary",
     "Unit",
     "UnitTask",
+    "conditional_mutual_information",
+    "granulated_kendall",
+    "kendall_tau",
     "load_spec",
     "open_db",
     "parse_spec",
     "plan_units",
     "predictor_table",
+    "robust_sign_error",
     "run_study",
     "run_unit",
+    "score_measures",
     "summarize",
 ]
 
 _SUMMARY = ("Correlation", "StudySummary", "summarize")
 _PREDICTORS = ("PredictorPair", "PredictorRow", "PredictorTable", "predictor_table")
+_SCORING = ("ConditionScore", "ConditionalMutualInformation", "Environment", "GranulatedKendall",
+            "HyperparameterKendall", "HyperparameterSignError", "KendallTau", "MeasureScore",
+            "MeasureScores", "RobustSignError", "conditional_mutual_information",
+            "granulated_kendall", "kendall_tau", "robust_sign_error", "score_measures")
 
 
 def __getattr__(name: str):
@@ -64,6 +88,12 @@ def __getattr__(name: str):
         from nngauge.studies import _predictors
 
         value = getattr(_predictors, name)
+        globals()[name] = value
+        return value
+    if name in _SCORING:
+        from nngauge.studies import _scoring
+
+        value = getattr(_scoring, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'nngauge.studies' has no attribute {name!r}")
