@@ -240,9 +240,8 @@ def agreement(result, details: list[dict]) -> tuple[list[list], dict]:
 
 
 def main() -> None:
-    import torch
-
     import _rows
+    import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ww-python", default=os.environ.get("NNGAUGE_WW_PYTHON", ""),
@@ -252,8 +251,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     peer = Peer(args.ww_python, args.threads) if args.ww_python else None
-    header = ["layer", "eigenvalues", "alpha (nngauge)", "alpha (ww)",
-              "alpha (one-sided KS)", "xmin (nngauge)", "xmin (ww)", "stable rank (nngauge)", "stable rank (ww)",
+    header = ["layer", "eigenvalues", "alpha (nngauge)", "alpha (ww)", "alpha (one-sided KS)",
+              "xmin (nngauge)", "xmin (ww)", "stable rank (nngauge)", "stable rank (ww)",
               "log spectral norm (nngauge)", "log spectral norm (ww)"]
     summaries = []
     try:

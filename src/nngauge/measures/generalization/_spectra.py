@@ -138,7 +138,8 @@ def fit_power_law(sample: np.ndarray) -> PowerLawFit:
     n = x.size
     logs = np.log(x)
     suffix = np.cumsum(logs[::-1])[::-1]  # sum_{j >= i} ln x_j
-    first = np.flatnonzero(np.r_[True, x[1:-1] != x[:-2]])  # distinct values but the largest
+    # the first index of each distinct value, the largest value excepted
+    first = np.flatnonzero(np.r_[True, x[1:] != x[:-1]] & (x < x[-1]))
     tail = n - first
     spread = suffix[first] - tail * logs[first]  # sum over the tail of ln(x_j / x_min) > 0
     alphas = 1 + tail / spread
