@@ -19,13 +19,13 @@ Per matrix:
   tail by the method of Clauset, Shalizi and Newman ("Power-Law Distributions in Empirical
   Data", SIAM Review 51(4), 2009, sections 3.1 and 3.3): for each candidate x_min (every
   distinct positive eigenvalue but the largest) the continuous maximum-likelihood exponent of
-  the n eigenvalues x_i >= x_min, alpha = 1 + n / sum_i ln(x_i / x_min) (their eq. 3.1), and
+  the n eigenvalues x_i >= x_min, alpha = 1 + n / sum_i ln(x_i / x_min) (section 3.1), and
   the Kolmogorov-Smirnov distance D = sup_{x >= x_min} |S(x) - P(x)| between the tail's
-  empirical distribution S and the fitted P(x) = 1 - (x / x_min)^(1 - alpha) (eq. 3.9, the
-  supremum over both sides of every step of S); x_min is the candidate of least D. Every
+  empirical distribution S and the fitted P(x) = 1 - (x / x_min)^(1 - alpha) (section 3.3:
+  the supremum over both sides of every step of S); x_min is the candidate of least D. Every
   candidate is scored in one vectorized pass (blocks of candidates x eigenvalues). Reported
   with ``xmin``, ``ks_distance``, ``n_tail`` and the standard error (alpha - 1) / sqrt(n_tail)
-  (eq. 3.2);
+  (section 3.1);
 - ``log_spectral_norm`` = log10 lambda_max = log10 ||W||_2^2, ``log_norm`` = log10 sum_i
   lambda_i = log10 ||W||_F^2, ``alpha_weighted`` = alpha log10 lambda_max (the "weighted
   alpha"), ``log_alpha_norm`` = log10 sum_i lambda_i^alpha (the log Schatten alpha-norm,
@@ -37,10 +37,10 @@ Per matrix:
   MP's, e.g. an orthogonal matrix). For entries of variance sigma^2, X / N has the MP law with
   edges sigma^2 (1 +- 1/sqrt(Q))^2, Q = N / M, so lambda_+ = sigma^2 (sqrt(N) + sqrt(M))^2
   here. sigma is fitted to the bulk by matching the ESD's median to the MP law's median (the
-  estimator of Gavish and Donoho, "The Optimal Hard Threshold for Singular Values is 4/sqrt(3)",
-  IEEE Trans. Information Theory 60(8), 2014, section III.E): spikes and a heavy upper tail
-  hardly move the median. WeightWatcher fits sigma otherwise (a kernel density matched to the MP
-  density over a grid of sigma), so its ``mp_softrank`` differs;
+  noise-level estimator of Gavish and Donoho, "The Optimal Hard Threshold for Singular Values
+  is 4/sqrt(3)", IEEE Trans. Information Theory 60(8), 2014): spikes and a heavy upper tail
+  hardly move the median. WeightWatcher fits sigma otherwise (a kernel density matched to the
+  MP density over a grid of sigma), so its ``mp_softrank`` differs;
 - ``n_spikes``: the eigenvalues above the bulk edge, counted past the edge's finite-size
   (Tracy-Widom) fluctuation: above sigma^2 (mu + t s), mu = (sqrt(N - 1) + sqrt(M))^2,
   s = (sqrt(N - 1) + sqrt(M)) (1 / sqrt(N - 1) + 1 / sqrt(M))^(1/3) (Johnstone, "On the
@@ -114,7 +114,7 @@ class PowerLawFit:
 
     @property
     def stderr(self) -> float:
-        """The standard error of alpha, (alpha - 1) / sqrt(n_tail) (CSN eq. 3.2)."""
+        """The standard error of alpha, (alpha - 1) / sqrt(n_tail) (CSN section 3.1)."""
         return (self.alpha - 1) / math.sqrt(self.n_tail)
 
 
