@@ -14,7 +14,10 @@ Peers are used when installed, never installed by this script:
   "jaxlib==0.4.30" neural-tangents numpy scipy``);
 - regioncam and PyHessian, importable from ``--peers-path`` (or NNGAUGE_PEERS_PATH), folders
   joined by ':' put on PYTHONPATH (``pip install --target DIR regioncam``; ``pip install
-  --no-deps --target DIR2 pyhessian``).
+  --no-deps --target DIR2 pyhessian``);
+- weightwatcher, in its own environment: ``--ww-python`` (or NNGAUGE_WW_PYTHON), that
+  environment's python (``python3 -m venv ww && ww/bin/pip install torch==2.13.0 &&
+  ww/bin/pip install weightwatcher``).
 
     python benchmarks/run_all.py [--only kernels sharpness ...] [--out benchmarks/RESULTS.md]
 """
@@ -45,7 +48,7 @@ class Benchmark:
 
     name: str
     args: tuple[str, ...] = ()
-    peer: str = ""  # "neural-tangents" when the script takes --peer-python
+    peer: str = ""  # "neural-tangents" (--peer-python) or "weightwatcher" (--ww-python)
 
     @property
     def script(self) -> Path:
@@ -66,6 +69,7 @@ BENCHMARKS = (
     Benchmark("transitions", ("--threads", "1")),
     Benchmark("tracker", ("--threads", "1")),
     Benchmark("report", ("--networks", "resnet18,vit,gpt")),
+    Benchmark("layer_spectra", ("--threads", "1"), peer="weightwatcher"),
 )
 
 
@@ -87,11 +91,13 @@ def machine() -> str:
 
 
 def run(bench: Benchmark, rows_path: Path, peer_python: str, peers_path: str,
-        log_dir: Path) -> tuple[int, float, Path]:
+        log_dir: Path, ww_python: str = "") -> tuple[int, float, Path]:
     """Run one benchmark; (exit code, seconds, its log file)."""
     args = list(bench.args)
     if bench.peer == "neural-tangents" and peer_python:
         args += ["--peer-python", peer_python]
+    if bench.peer == "weightwatcher" and ww_python:
+        args += ["--ww-python", ww_python]
     env = dict(os.environ, NNGAUGE_BENCH_ROWS=str(rows_path))
     if peers_path:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (peers_path, env.get("PYTHONPATH"))
@@ -147,8 +153,8 @@ def write_results(path: Path, runs: dict[str, dict]) -> None:
         "Written by `make bench` (`python benchmarks/run_all.py`; `--only NAME` reruns some "
         "benchmarks and keeps the others' rows, each with its date under Runs).", "",
         f"Machine: {machine()}.", "",
-        "Peers used: " + (", ".join(peers) or "none") + " (neural-tangents, regioncam and "
-        "PyHessian when installed: benchmarks/README.md).", "",
+        "Peers used: " + (", ".join(peers) or "none") + " (neural-tangents, regioncam, "
+        "PyHessian and weightwatcher when installed: benchmarks/README.md).", "",
         "Every speed-up is the baseline's (or peer's) median time over nngauge's, from one run "
         "in which both sides were warm and interleaved (A, B, A, B, ...; medians of >= 3): "
         "above 1, nngauge is faster. The load average is the machine's before and after "
@@ -182,13 +188,16 @@ def main() -> None:
                         help="python of an environment with neural-tangents")
     parser.add_argument("--peers-path", default=os.environ.get("NNGAUGE_PEERS_PATH", ""),
                         help="folders (':'-joined) where regioncam and pyhessian import from")
+    parser.add_argument("--ww-python", default=os.environ.get("NNGAUGE_WW_PYTHON", ""),
+                        help="python of an environment with weightwatcher")
     args = parser.parse_args()
     chosen = [b for b in BENCHMARKS if not args.only or b.name in args.only]
     kept = args.out.with_suffix(".json")
     runs = json.loads(kept.read_text()) if args.only and kept.exists() else {}
     peers = {"neural-tangents": bool(args.peer_python),
              "regioncam": _importable("regioncam", args.peers_path),
-             "PyHessian": _importable("pyhessian", args.peers_path)}
+             "PyHessian": _importable("pyhessian", args.peers_path),
+             "weightwatcher": bool(args.ww_python)}
     log_dir = Path(tempfile.mkdtemp(prefix="nngauge-bench-"))
     print(f"each benchmark's output: {log_dir}/<name>.log")
     failed = False
@@ -197,7 +206,7 @@ def main() -> None:
         print(f"==> {bench.script.name} {' '.join(bench.args)}", flush=True)
         started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         code, seconds, log = run(bench, rows_path, args.peer_python, args.peers_path,
-                                 log_dir)
+                                 log_dir, args.ww_python)
         records = ([json.loads(line) for line in rows_path.read_text().splitlines()]
                    if rows_path.exists() else [])
         runs[bench.name] = {"started": started, "exit": code, "seconds": seconds,

@@ -305,6 +305,14 @@ ENTRIES: tuple[Entry, ...] = (
     _measure("sharpness_conditions", "generalization", "batch", "ConditionsResult",
              ("mu", "condition_number", "c2", "c3"), ("generalization", "section 4, Theorem 1"),
              trained=True, cheap={"max_samples": 4}),
+    _measure("layer_spectra", "generalization", "weights", "LayerSpectra",
+             ("alpha", "alpha_weighted", "log_spectral_norm", "stable_rank"),
+             ("martin-mahoney-trends", "the power-law and norm metrics (after Martin & Mahoney, "
+              "JMLR 2021, sections 2-3)"), trained=True, cheap={"min_eigenvalues": 4},
+             columns={"alpha": "alpha", "alpha_weighted": "alpha_weighted",
+                      "log_spectral_norm": "log_spectral_norm", "log_norm": "log_norm",
+                      "log_alpha_norm": "log_alpha_norm", "stable_rank": "stable_rank",
+                      "mp_soft_rank": "mp_soft_rank"}),
     # ------------------------------------------------------------------ curvature
     _measure("hessian", "curvature", "batch", "HessianResult", ("eigenvalues", "trace"),
              ("pyhessian", "section 3"), labels=True, trained=True,

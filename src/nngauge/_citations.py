@@ -82,6 +82,19 @@ PAPERS: dict[str, tuple[str, str]] = {
                               'Dziugaite, Drouin, Neal, Rajkumar, Caballero, Wang, Mitliagkas '
                               '& Roy, "In Search of Robust Measures of Generalization", NeurIPS '
                               "2020, arXiv:2010.11924"),
+    # data-free layer spectra (nngauge.layer_spectra)
+    "martin-mahoney": ("Martin & Mahoney (JMLR 2021)",
+                       'Martin & Mahoney, "Implicit Self-Regularization in Deep Neural Networks: '
+                       'Evidence from Random Matrix Theory and Implications for Learning", JMLR '
+                       "22(165), 2021, arXiv:1810.01075"),
+    "martin-mahoney-trends": ("Martin, Peng & Mahoney (Nature Communications 2021)",
+                              'Martin, Peng & Mahoney, "Predicting trends in the quality of '
+                              "state-of-the-art neural networks without access to training or "
+                              'testing data", Nature Communications 12, 4122 (2021), '
+                              "arXiv:2002.06716"),
+    "clauset-power-law": ("Clauset, Shalizi & Newman (SIAM Review 2009)",
+                          'Clauset, Shalizi & Newman, "Power-Law Distributions in Empirical '
+                          'Data", SIAM Review 51(4), 2009, arXiv:0706.1062'),
 }
 """Key -> (short citation, full citation)."""
 

@@ -284,11 +284,11 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
 
 def _run(entry, model, parts, batch_size, generator) -> dict:
     """One catalogue entry's study columns (``entry.columns``): its function on the training
-    set, with the study's batch size where a measure takes one (a proxy reads its own default
-    batch, as its paper does), ``generator`` and the entry's :data:`OPTIONS`. A proxy
-    undefined for this architecture (naswot without ReLU-type units, region_density of a
-    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
-    not the unit's failure."""
+    set (no data for an entry that reads the weights alone), with the study's batch size where
+    a measure takes one (a proxy reads its own default batch, as its paper does),
+    ``generator`` and the entry's :data:`OPTIONS`. A proxy undefined for this architecture
+    (naswot without ReLU-type units, region_density of a smooth network, a synaptic flow past
+    float64) records NaN: a fact about the architecture, not the unit's failure."""
     function = entry.function
     taken = inspect.signature(function).parameters
     options = {"generator": generator} if "generator" in taken else {}
@@ -296,7 +296,8 @@ def _run(entry, model, parts, batch_size, generator) -> dict:
         options["batch_size"] = batch_size
     options.update(OPTIONS.get(entry.name, lambda train: {})(parts[0]))
     try:
-        result = function(model, parts[0], **options)
+        data = () if entry.reads == "weights" else (parts[0],)
+        result = function(model, *data, **options)
     except InvalidInputError:
         if entry.kind == "measure":
             raise

@@ -1,6 +1,7 @@
 """Generalization (Neyshabur et al., "Exploring Generalization in Deep Learning", NIPS 2017):
 margins, norm- and path-based capacity over margin, batchnorm folding, Keskar's sharpness,
-expected sharpness and PAC-Bayes, conditions C1-C3 of Theorem 1."""
+expected sharpness and PAC-Bayes, conditions C1-C3 of Theorem 1; and the data-free layer spectra
+of Martin and Mahoney (JMLR 2021; Nature Communications 2021)."""
 
 from nngauge.measures.generalization._conditions import (
     ActivationC2,
@@ -27,10 +28,12 @@ from nngauge.measures.generalization._sharpness import (
     pac_bayes_bound,
     sharpness,
 )
+from nngauge.measures.generalization._spectra import LayerSpectra, LayerSpectrum, layer_spectra
 
 __all__ = [
     "ActivationC2", "CapacityMeasure", "CapacityResult", "ConditionLayer", "ConditionsResult",
-    "ExpectedSharpnessResult", "LayerNorms", "MarginResult", "PACBayesPoint", "PACBayesResult",
-    "SharpnessResult", "capacity", "expected_sharpness", "fold_batchnorm", "margin",
-    "pac_bayes", "pac_bayes_bound", "path_norm", "sharpness", "sharpness_conditions",
+    "ExpectedSharpnessResult", "LayerNorms", "LayerSpectra", "LayerSpectrum", "MarginResult",
+    "PACBayesPoint", "PACBayesResult", "SharpnessResult", "capacity", "expected_sharpness",
+    "fold_batchnorm", "layer_spectra", "margin", "pac_bayes", "pac_bayes_bound", "path_norm",
+    "sharpness", "sharpness_conditions",
 ]
