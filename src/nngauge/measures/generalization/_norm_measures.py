@@ -236,7 +236,7 @@ def norm_measures(
         >>> x = torch.randn(50, 4, generator=torch.Generator().manual_seed(1))
         >>> r = norm_measures(net, x, net(x).argmax(dim=1), initial_model=start)
         >>> r.depth, r.frobenius_distance, r.margin > 0
-        (3, 0.0, True)
+        (2, 0.0, True)
     """
     where = "norm_measures()"
     if initial_model is not None:
