@@ -76,8 +76,17 @@ def _valid_arguments(name: str) -> tuple:
         "weight_transitions": (net, x, "0", {"weight": torch.ones(8, 5)}),
         "fit": (net, pair, pair, 0.1),
         "lr_search": (net, pair, pair),
+        "distance_from_init": (net, _net()),
+        "norm_measures": (net, pair), "flatness": (net, pair), "gradient_noise": (net, pair),
     }
     return table.get(name, (net, x))
+
+
+def _history():
+    from nngauge.training import EpochRecord
+
+    return [EpochRecord(0, 0.1, math.nan, math.nan, 0.5, "improved"),
+            EpochRecord(1, 0.1, 0.05, 0.0, 0.2, "improved", 4)]
 
 
 def _valid_elsewhere(qualified: str) -> tuple:
@@ -95,6 +104,7 @@ def _valid_elsewhere(qualified: str) -> tuple:
         "nngauge.training.classification_error": (_net(), (x, y)),
         "nngauge.training.output_scale": (_net(), x),
         "nngauge.training.log_steps": (2, 100),
+        "nngauge.training.steps_to_loss": (_history(), 0.1),
         "nngauge.nn.mlp": (5, 8, 2, 3),
         "nngauge.nn.sample_architecture": (torch.Generator().manual_seed(0), 5, 3),
         "nngauge.nn.sample_description": (torch.Generator().manual_seed(0), 5, 3),

@@ -121,7 +121,9 @@ def test_headline_and_columns_are_fields_of_the_result(entry):
     returned = inspect.signature(inspect.unwrap(entry.function)).return_annotation
     assert returned in (cls, entry.result)
     assert entry.headline and set(entry.headline) <= _fields(cls)
-    assert set(entry.columns.values()) <= _fields(cls)
+    sources = entry.column_sources()
+    assert {f for columns in sources.values() for f in columns.values()} <= _fields(cls)
+    assert set(sources) - {None} <= set(entry.variants)  # "variant:field" names a variant
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if e.result is None],
@@ -132,6 +134,13 @@ def test_entries_without_a_result_class_return_a_float_or_a_module(entry):
     assert set(entry.columns.values()) <= {entry.name}
     if entry.kind == "proxy":
         assert entry.headline == (entry.name,) and entry.track is None
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_initial_names_the_entries_that_take_an_initial_model(entry):
+    """``initial`` is true exactly for the functions that take ``initial_model``: the Tracker,
+    the studies and the conformance matrix give them the network at initialization."""
+    assert entry.initial == ("initial_model" in _parameters(entry))
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)

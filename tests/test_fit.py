@@ -153,7 +153,7 @@ def test_fit_in_float64(waveform):
     assert result.stopped_by == "max_epochs" and not result.diverged
     frame = result.to_frame()
     assert list(frame.columns) == ["epoch", "lr", "train_loss", "train_error", "val_error",
-                                   "action"] and len(frame) == 4
+                                   "action", "steps"] and len(frame) == 4
 
 
 def test_fit_reports_divergence_and_keeps_the_best_weights():

@@ -80,6 +80,14 @@ FUNCTIONAL = {
         m, (x, y), batch_size=len(x), n_batches=1, generator=_gen())),
     "error_preserving_perturbation": ({}, lambda m, x, y: nngauge.error_preserving_perturbation(
         m, (x, y), batch_size=len(x), n_batches=1, generator=_gen())),
+    # Jiang et al.'s measures: the network at initialization is the Tracker's copy of the
+    # model at its first step (here the model itself)
+    "distance_from_init": ({}, lambda m, x, y: nngauge.distance_from_init(m, m)),
+    "norm_measures": ({}, lambda m, x, y: nngauge.norm_measures(m, (x, y), initial_model=m)),
+    "flatness": ({}, lambda m, x, y: nngauge.flatness(m, (x, y), initial_model=m, n_iter=10,
+                                                      generator=_gen())),
+    "gradient_noise": ({}, lambda m, x, y: nngauge.gradient_noise(m, (x, y), batch_size=8,
+                                                                  generator=_gen())),
 }
 
 

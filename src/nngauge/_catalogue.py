@@ -100,6 +100,11 @@ class Entry:
         labels: whether it needs labels (in ``data`` or ``labels=``).
         trained: whether it is a statement about a trained network (margins, sharpness, ...);
             it runs at initialization all the same.
+        initial: whether it reads the same network at initialization, ``initial_model=``
+            (distance from initialization, Jiang et al.'s measures "from init"): the Tracker
+            gives it the network it was built with (``Tracker(initial_model=...)``, else a copy
+            of the model as it first sees it), a study the unit's network before training, the
+            conformance matrix the zoo network built with another seed.
         per_point: whether the output for a point must not depend on the rest of its batch
             (the measure refuses batchnorm with batch statistics): the Tracker runs it with
             ``norm_mode="eval"``, the conformance matrix with ``norm_mode="frozen"`` on
@@ -122,8 +127,11 @@ class Entry:
             defaults; :data:`DATA_SIZE` for "as many as the step's data has"), or None where
             the Tracker does not take it (proxies; ``fold_batchnorm`` returns a module).
         columns: study column -> what a study records there: the result's field, or the
-            float a proxy returns (its name); empty: a study does not take it under this
-            name (it takes the proxy of the same name, or the measure whose column it is).
+            float a proxy returns (its name), or ``"variant:field"``, the field of the result
+            the function gives with that variant's options (the study calls the function once
+            per variant its columns name; e.g. flatness's four searches); empty: a study does
+            not take it under this name (it takes the proxy of the same name, or the measure
+            whose column it is).
     """
 
     name: str
@@ -135,6 +143,7 @@ class Entry:
     paper: tuple[str, str]
     labels: bool = False
     trained: bool = False
+    initial: bool = False
     per_point: bool = False
     cheap: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
@@ -174,6 +183,15 @@ class Entry:
         if self.track is None:
             return None
         return {**({"norm_mode": "eval"} if self.per_point else {}), **self.track}
+
+    def column_sources(self) -> dict[Optional[str], dict[str, str]]:
+        """The study columns grouped by the variant whose result holds them (None: the
+        function's own defaults): variant -> {column: field}."""
+        groups: dict[Optional[str], dict[str, str]] = {}
+        for column, source in self.columns.items():
+            variant, _, name = source.rpartition(":")
+            groups.setdefault(variant or None, {})[column] = name
+        return groups
 
     def options(self, variant: Optional[str] = None) -> dict[str, Any]:
         """The cheap options, with ``variant``'s on top."""
@@ -313,6 +331,39 @@ ENTRIES: tuple[Entry, ...] = (
                       "log_spectral_norm": "log_spectral_norm", "log_norm": "log_norm",
                       "log_alpha_norm": "log_alpha_norm", "stable_rank": "stable_rank",
                       "mp_soft_rank": "mp_soft_rank"}),
+    # Jiang et al., "Fantastic Generalization Measures and Where to Find Them" (ICLR 2020)
+    _measure("distance_from_init", "generalization", "weights", "DistanceResult",
+             ("total", "frobenius"), ("fantastic", "appendix C.2, eq. 40-41"), trained=True,
+             initial=True, columns={"distance_from_init": "total"}),
+    _measure("norm_measures", "generalization", "batch", "NormMeasures",
+             ("log_prod_spectral_over_margin", "spectral"),
+             ("fantastic", "appendix C.1-C.2, eq. 20-45"), labels=True, trained=True,
+             initial=True, columns={name: name for name in (
+                 "inverse_margin", "log_spectral_init", "log_spectral_orig",
+                 "log_prod_spectral_over_margin", "log_prod_spectral", "frobenius_over_spectral",
+                 "log_sum_spectral_over_margin", "log_sum_spectral",
+                 "log_prod_frobenius_over_margin", "log_prod_frobenius",
+                 "log_sum_frobenius_over_margin", "log_sum_frobenius", "frobenius_distance",
+                 "spectral_distance", "parameter_norm", "path_norm_over_margin", "path_norm",
+                 "fisher_rao")}),
+    _measure("flatness", "generalization", "batch", "FlatnessResult",
+             ("flatness", "sigma", "bound_init"),
+             ("fantastic", "appendix C.3, eq. 48-62, Algorithms 1-2"), labels=True,
+             trained=True, initial=True,
+             cheap={"n_probes": 2, "n_iter": 3, "ascent_iter": 2, "batch_size": 8},
+             variants={"magnitude": {"magnitude": True}, "sharpness": {"kind": "sharpness"},
+                       "sharpness_magnitude": {"kind": "sharpness", "magnitude": True}},
+             track={"n_iter": 10},
+             columns={f"{prefix}_{column}": f"{variant}{field}"
+                      for prefix, variant in (("pacbayes", ""), ("pacbayes_mag", "magnitude:"),
+                                              ("sharpness", "sharpness:"),
+                                              ("sharpness_mag", "sharpness_magnitude:"))
+                      for column, field in (("init", "bound_init"), ("orig", "bound_orig"),
+                                            ("flatness", "flatness"))}),
+    _measure("gradient_noise", "generalization", "batch", "GradientNoiseResult",
+             ("noise", "mean_gradient_norm"), ("fantastic", "appendix C.4"), labels=True,
+             trained=True, cheap={"batch_size": 2}, track={"batch_size": 8},
+             columns={"gradient_noise": "noise"}),
     # ------------------------------------------------------------------ curvature
     _measure("hessian", "curvature", "batch", "HessianResult", ("eigenvalues", "trace"),
              ("pyhessian", "section 3"), labels=True, trained=True,

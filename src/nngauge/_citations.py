@@ -70,7 +70,8 @@ PAPERS: dict[str, tuple[str, str]] = {
     "te-nas": ("Chen et al. (ICLR 2021)",
                'Chen, Gong & Wang, "Neural Architecture Search on ImageNet in Four GPU Hours: '
                'A Theoretically Inspired Perspective", ICLR 2021'),
-    # scoring generalization measures over a family of networks (nngauge.studies)
+    # scoring generalization measures over a family of networks (nngauge.studies), and the
+    # measures Jiang et al. compare (distance_from_init, norm_measures, flatness, gradient_noise)
     "fantastic": ("Jiang et al. (ICLR 2020)",
                   'Jiang, Neyshabur, Mobahi, Krishnan & Bengio, "Fantastic Generalization '
                   'Measures and Where to Find Them", ICLR 2020, arXiv:1912.02178'),

@@ -25,6 +25,8 @@ function follows from what the entry reads (:data:`FEEDS`) and from the network:
   on the inputs, and token models from their embedding (the points above are then embedded;
   ``input_module`` and a raw ``template``), each where the function takes the option;
 - an option the function has no default for: ``layer`` is the network's first weight layer;
+- a measure reading the network at initialization (``entry.initial``) gets the same zoo
+  network built with the seed :data:`INITIAL_SEED` as ``initial_model``;
 - every function that takes a ``generator`` gets one seeded 0;
 - the rules of single entries, keyed by their cell name (:data:`RULES`): path_norm's graph
   from the zoo's ``input_shape``, skim's first block,
@@ -65,6 +67,8 @@ N_SAMPLES = 8
 """Samples per cell."""
 TRAJECTORY_POINTS = 9
 """Points of the line a cell reading a trajectory is fed (refined by the measure)."""
+INITIAL_SEED = 1
+"""The seed of the zoo network a cell gives as ``initial_model`` (the measured one: 0)."""
 TRANSITIONS_FRACTION = 0.25
 """A segment is the first quarter of the one between the two inputs: the zoo's ResNets cross
 thousands of patterns on the whole of it, which proves no more."""
@@ -221,6 +225,8 @@ def _cell(entry: Entry, variant: Optional[str]) -> Callable[[nn.Module, Inputs],
             arguments.update(d.per_point)
         if "layer" in entry.requires:
             arguments["layer"] = _first_weight_layer(model)
+        if entry.initial:
+            arguments["initial_model"] = d.entry.build(generator=INITIAL_SEED)
         if "generator" in taken:
             arguments["generator"] = _generator()
         rule, check = RULES.get(cell_name(entry)), CHECKS.get(cell_name(entry))

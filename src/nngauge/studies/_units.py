@@ -16,6 +16,7 @@ any machine, in any order, under any executor. Workers use one torch thread.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import inspect
@@ -238,6 +239,7 @@ def run_unit(task: UnitTask) -> dict:
     from nngauge.training import fit, smallest_lr
 
     t = task.spec.training
+    initial = copy.deepcopy(model) if _reads_initial(t.measure_after) else None
     lr = unit.lr
     if lr is None:  # the paper's grid, from this network's smallest rate (E.2)
         factor, _, scale = t.auto_lr
@@ -258,7 +260,7 @@ def run_unit(task: UnitTask) -> dict:
                                            unit.seed, lr))
         after = {f"{column}{AFTER}": value for column, value in _measure(
             t.measure_after, model, (train, val, test), task.spec.measures.batch_size,
-            generator, undefined_as_nan=True).items()}
+            generator, undefined_as_nan=True, initial=initial).items()}
     return {"measures": after,
             "train": {"lr": lr, "best_val_error": result.best_val_error, "test_error": result.test_error,
                       "train_error": result.train_error, "epochs": result.epochs,
@@ -266,15 +268,26 @@ def run_unit(task: UnitTask) -> dict:
             "seconds": time.perf_counter() - started}
 
 
-def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=False) -> dict:
+def _reads_initial(names) -> bool:
+    """Whether a measure of ``names`` reads the network at initialization (``entry.initial``)."""
+    return any(name in ENTRIES and ENTRIES[name].initial for name in names)
+
+
+def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=False,
+             initial=None) -> dict:
     """The columns of the measures ``names`` of ``model`` (:data:`MEASURES`); ``parts`` =
-    (train, val, test). With ``undefined_as_nan``, a measure undefined on a network whose
+    (train, val, test); ``initial``: the network before training, for the measures that read
+    it (``entry.initial``; None: ``model`` itself, a network at initialization). With
+    ``undefined_as_nan``, a measure undefined on a network whose
     output is constant over the data (no NLC or bias: e.g. one that training killed) records
     NaN instead of failing the unit (a trained network's errors are kept)."""
     measures = {}
     for name in names:
+        run = _MEASURE_RUNNERS[name]
+        if name in ENTRIES and ENTRIES[name].initial and name not in RULES:
+            run = functools.partial(run, initial=model if initial is None else initial)
         try:
-            measures.update(_MEASURE_RUNNERS[name](model, parts, batch_size, generator))
+            measures.update(run(model, parts, batch_size, generator))
         except InvalidInputError as exc:
             if not undefined_as_nan or "constant output" not in str(exc):
                 raise
@@ -282,29 +295,38 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
     return measures
 
 
-def _run(entry, model, parts, batch_size, generator) -> dict:
+def _run(entry, model, parts, batch_size, generator, *, initial=None) -> dict:
     """One catalogue entry's study columns (``entry.columns``): its function on the training
-    set (no data for an entry that reads the weights alone), with the study's batch size where
-    a measure takes one (a proxy reads its own default batch, as its paper does),
-    ``generator`` and the entry's :data:`OPTIONS`. A proxy undefined for this architecture
-    (naswot without ReLU-type units, region_density of a smooth network, a synaptic flow past
-    float64) records NaN: a fact about the architecture, not the unit's failure."""
+    set, with the study's batch size where a measure takes one (a proxy reads its own default
+    batch, as its paper does), ``generator``, ``initial_model=initial`` where the entry reads
+    the network at initialization, and the entry's :data:`OPTIONS`; once per variant
+    whose result holds some of the columns (``Entry.column_sources``). A proxy
+    undefined for this architecture (naswot without ReLU-type units, region_density of a
+    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
+    not the unit's failure."""
     function = entry.function
     taken = inspect.signature(function).parameters
     options = {"generator": generator} if "generator" in taken else {}
     if entry.kind == "measure" and "batch_size" in taken:
         options["batch_size"] = batch_size
+    if entry.initial:
+        options["initial_model"] = initial
     options.update(OPTIONS.get(entry.name, lambda train: {})(parts[0]))
-    try:
-        data = () if entry.reads == "weights" else (parts[0],)
-        result = function(model, *data, **options)
-    except InvalidInputError:
-        if entry.kind == "measure":
-            raise
-        result = math.nan
-    if entry.result is None:  # a float: the proxy's number
-        return {column: result for column in entry.columns}
-    return {column: getattr(result, field) for column, field in entry.columns.items()}
+    reads = (parts[0],) if "data" in taken else ()  # a measure of the weights reads none
+    out = {}
+    for variant, columns in entry.column_sources().items():
+        given = {**options, **(entry.variants[variant] if variant else {})}
+        try:
+            result = function(model, *reads, **given)
+        except InvalidInputError:
+            if entry.kind == "measure":
+                raise
+            result = math.nan
+        if entry.result is None:  # a float: the proxy's number
+            out.update({column: result for column in columns})
+        else:
+            out.update({column: getattr(result, field) for column, field in columns.items()})
+    return out
 
 
 def _kernel_conditioning(model, parts, batch_size, generator):
@@ -337,10 +359,17 @@ RULES = {"kernel_conditioning": _kernel_conditioning,
 """The study's own ways of taking two measures, by catalogue name (every other entry runs as
 :func:`_run` says): runner ``(model, (train, val, test), batch_size, generator) -> {column:
 value}``."""
-OPTIONS = {"jacob_cov": lambda train: {"batch_size": min(128, train.inputs[0].numel())}}
+OPTIONS = {"jacob_cov": lambda train: {"batch_size": min(128, train.inputs[0].numel())},
+           "gradient_noise": lambda train: {"batch_size": max(1, min(
+               GRADIENT_NOISE_BATCH, len(train.labels) // 2))}}
 """Catalogue name -> options of the entry's run on the training set ``train``: jacob_cov reads
 at most as many samples as the input has dimensions (more make its Jacobian correlation matrix
-singular whatever the network, and the score a constant), at most its default 128."""
+singular whatever the network, and the score a constant), at most its default 128; the
+gradient noise's ``batch_size`` is the size of its mini-batches, not a forward pass's:
+:data:`GRADIENT_NOISE_BATCH` (at most half the training set: two batches)."""
+GRADIENT_NOISE_BATCH = 32
+"""The mini-batch size of a study's gradient noise (the function's default; Jiang et al. use
+the training batch size)."""
 
 _MEASURE_RUNNERS = {name: RULES.get(name, functools.partial(_run, entry))
                     for name, entry in ENTRIES.items()}

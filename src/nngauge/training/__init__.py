@@ -16,6 +16,7 @@ from nngauge.training._fit import (
                                    classification_error,
                                    fit,
                                    output_scale,
+                                   steps_to_loss,
 )
 from nngauge.training._lr_search import LRSearchResult, lr_search, smallest_lr
 from nngauge.training._registry import REGISTRY
@@ -41,4 +42,5 @@ __all__ = [
     "lr_search",
     "output_scale",
     "smallest_lr",
+    "steps_to_loss",
 ]

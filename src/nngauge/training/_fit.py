@@ -23,6 +23,7 @@ from torch import nn
 
 from nngauge._constraints import (
     CALLABLE,
+    Check,
     Choice,
     Either,
     Flag,
@@ -114,7 +115,9 @@ class EpochRecord:
     """One row of a training history: epoch 0 is the untrained network.
 
     ``train_loss`` and ``train_error`` are averaged over the epoch's minibatches while training
-    (NaN at epoch 0); ``lr`` is the rate the epoch ran with; ``action`` the schedule's answer.
+    (NaN at epoch 0); ``lr`` is the rate the epoch ran with; ``action`` the schedule's answer;
+    ``steps`` the optimizer steps taken since the start of training by the end of the epoch
+    (0 at epoch 0; a rewind does not take them back).
     """
 
     epoch: int
@@ -123,6 +126,7 @@ class EpochRecord:
     train_error: float
     val_error: float
     action: str
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,45 @@ class FitResult(Result):
 
         pd = require_extra("pandas", "report", "FitResult.to_frame()")
         return pd.DataFrame([plain(row) for row in self.history])
+
+
+def _is_history(value: Any) -> bool:
+    return isinstance(value, FitResult) or (
+        isinstance(value, (list, tuple)) and bool(value)
+        and all(isinstance(row, EpochRecord) for row in value))
+
+
+@constrained(history=Check(_is_history, "a FitResult or its history (EpochRecords, epoch 0 "
+                           "first)", (None, (), [1.0], "history")),
+             target=Real(0, low_open=True))
+def steps_to_loss(history: Any, target: float) -> Optional[int]:
+    """The optimizer steps :func:`fit` took until the training loss first reached ``target``.
+
+    The steps taken by the end of the first epoch whose mean training loss (the loss
+    :func:`fit` minimizes, averaged over the epoch's minibatches as they were trained: with
+    loss scaling, the cross-entropy of f(x) / c) is at most ``target``; None when no epoch
+    reached it. A history is read at the end of each epoch, so the count is that of whole
+    epochs. Jiang, Neyshabur, Mobahi, Krishnan and Bengio ("Fantastic Generalization Measures
+    and Where to Find Them", ICLR 2020, appendix C.4) use two such counts as measures:
+    step.to.0.1 = ``steps_to_loss(result, 0.1)`` and step.0.1.to.0.01 =
+    ``steps_to_loss(result, 0.01) - steps_to_loss(result, 0.1)``.
+
+    Args:
+        history: a :class:`FitResult`, or its ``history`` (:class:`EpochRecord` rows).
+        target: the training loss to reach (> 0).
+
+    Returns:
+        The cumulative optimizer steps (``EpochRecord.steps``) at that epoch, or None.
+
+    Example:
+        >>> rows = [EpochRecord(0, 0.1, math.nan, math.nan, 0.9, "improved"),
+        ...         EpochRecord(1, 0.1, 0.5, 0.2, 0.3, "improved", 10),
+        ...         EpochRecord(2, 0.1, 0.08, 0.0, 0.2, "improved", 20)]
+        >>> steps_to_loss(rows, 0.1), steps_to_loss(rows, 0.01)
+        (20, None)
+    """
+    rows = history.history if isinstance(history, FitResult) else history
+    return next((row.steps for row in rows if row.train_loss <= target), None)
 
 
 @constrained()
@@ -328,19 +371,22 @@ def fit(
     schedule.update(history[0].val_error)
     best_state = _snapshot(model)
     opt = make_optimizer(optimizer, model.parameters(), lr, momentum)
-    stopped_by, diverged = "max_epochs", False
+    stopped_by, diverged, steps = "max_epochs", False, 0
     while max_epochs is None or len(history) <= max_epochs:
         rate = lr * schedule.lr_scale
-        loss, error = _train_epoch(model, train, opt, scale, batch_size, generator, tracker)
+        loss, error, taken = _train_epoch(model, train, opt, scale, batch_size, generator,
+                                          tracker)
+        steps += taken
         if tracker is not None and hasattr(tracker, "epoch_end"):
             tracker.epoch_end(model)
         if not math.isfinite(loss):
-            history.append(EpochRecord(len(history), rate, loss, error, math.nan, "diverged"))
+            history.append(EpochRecord(len(history), rate, loss, error, math.nan, "diverged",
+                                       steps))
             stopped_by, diverged = "diverged", True
             break
         val_error = _error_rate(model, val, batch_size)
         action = schedule.update(val_error)
-        history.append(EpochRecord(len(history), rate, loss, error, val_error, action))
+        history.append(EpochRecord(len(history), rate, loss, error, val_error, action, steps))
         if action == "improved":
             best_state = _snapshot(model)
         elif action in ("decay", "stop"):
@@ -361,21 +407,22 @@ def fit(
 
 
 def _train_epoch(model, train: LabelledData, opt, scale: float, batch_size: int,
-                 generator, tracker) -> tuple[float, float]:
-    """One pass over shuffled minibatches; mean loss and error over the pass."""
+                 generator, tracker) -> tuple[float, float, int]:
+    """One pass over shuffled minibatches; mean loss and error over the pass, and the
+    optimizer steps taken."""
     model.train()
     order = torch.randperm(len(train.labels), generator=generator)
     chunks = list(order.split(batch_size))
     if len(chunks) > 1 and len(chunks[-1]) == 1 and batch_coupled(model):
         chunks.pop()  # batchnorm cannot normalize a batch of one
     total_loss, wrong, count = 0.0, 0, 0
-    for idx in chunks:
+    for taken, idx in enumerate(chunks):
         x, y = train.inputs[idx], train.labels[idx]
         opt.zero_grad(set_to_none=True)
         out = model(x)
         loss = nn.functional.cross_entropy(out / scale, y)
         if not torch.isfinite(loss):
-            return math.nan, math.nan
+            return math.nan, math.nan, taken
         loss.backward()
         opt.step()
         if tracker is not None:
@@ -383,7 +430,7 @@ def _train_epoch(model, train: LabelledData, opt, scale: float, batch_size: int,
         total_loss += float(loss.detach()) * len(idx)
         wrong += int((out.detach().argmax(1) != y).sum())
         count += len(idx)
-    return total_loss / count, wrong / count
+    return total_loss / count, wrong / count, len(chunks)
 
 
 def _prepared(data: Any, model: nn.Module, where: str) -> LabelledData:

@@ -11,7 +11,10 @@ measure reads one of two inputs:
   batch (tensor or ``(inputs, labels)``; labels where the measure needs them);
 - **P**, the probe points: fixed for the whole run, so that curves are comparable (same
   trajectory endpoints, same points): the inputs of ``probe_data=``, else the first 256
-  inputs of ``data=``, else of the first batch measured (copied).
+  inputs of ``data=``, else of the first batch measured (copied);
+- **I**, the network at initialization, for the measures that compare with it
+  (``entry.initial``: ``initial_model=I``): the Tracker's ``initial_model=``, else a copy of
+  the model as the Tracker first sees it (at its first ``step`` or ``epoch_end`` call).
 
 Rules, from the catalogue entry of the measure:
 
@@ -54,7 +57,7 @@ import inspect
 import math
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 from torch import nn
@@ -76,10 +79,12 @@ class StepInputs:
     Args:
         data: D, or None when the step has none (an error only if a measure reads it).
         probes: returns P, an (n, ...) tensor, collected on first use.
+        initial: returns I, the network at initialization (None: no measure reads it).
     """
 
-    def __init__(self, data: Any, probes: Callable[[], torch.Tensor]) -> None:
-        self._data, self._probes = data, probes
+    def __init__(self, data: Any, probes: Callable[[], torch.Tensor],
+                 initial: Optional[Callable[[], nn.Module]] = None) -> None:
+        self._data, self._probes, self._initial = data, probes, initial
 
     @property
     def data(self) -> Any:
@@ -92,6 +97,13 @@ class StepInputs:
     @property
     def probes(self) -> torch.Tensor:
         return self._probes()
+
+    @property
+    def initial(self) -> nn.Module:
+        if self._initial is None:
+            raise invalid("Tracker", "the network at initialization", "none",
+                          "build the Tracker with initial_model=")
+        return self._initial()
 
     def first_probes(self, n: int, measure: str) -> torch.Tensor:
         """P[:n], refusing fewer than ``n`` probe points."""
@@ -129,6 +141,14 @@ def _line(at: StepInputs, measure: str):
 
 def _plane(at: StepInputs, measure: str):
     return plane(*at.first_probes(3, measure))
+
+
+def _initial(at: StepInputs, measure: str) -> nn.Module:
+    return at.initial
+
+
+INITIAL: Mapping[str, Source] = {"initial_model": _initial}
+"""What feeds a measure that reads the network at initialization (``entry.initial``)."""
 
 
 FEEDS: dict[str, Mapping[str, Source]] = {
@@ -181,8 +201,8 @@ catalogue does not."""
 
 
 def _tracked(entry: Entry) -> TrackedMeasure:
-    return TrackedMeasure(entry.module, FEEDS[entry.reads], entry.tracker_options,
-                          entry.requires)
+    inputs = {**FEEDS[entry.reads], **(INITIAL if entry.initial else {})}
+    return TrackedMeasure(entry.module, inputs, entry.tracker_options, entry.requires)
 
 
 REGISTRY: dict[str, TrackedMeasure] = {
@@ -232,6 +252,7 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
     seeded = _check_arguments(name, function, {*options, *(inputs or ())})
 
     def run(model: nn.Module, at: StepInputs, generator: torch.Generator) -> Any:
+        """The measure at a step (``run.reads_initial``: whether it reads I)."""
         arguments = dict(options, **({"generator": generator} if seeded else {}))
         if inputs is None:
             return function(model, at.data, **arguments)
@@ -243,6 +264,8 @@ def bind(name: str, spec: Any, options: Mapping[str, Any]) -> Bound:
         return function(model, **{key: _size(arguments["data"]) if value is DATA_SIZE else value
                                   for key, value in arguments.items()})
 
+    run.reads_initial = bool(inputs) and "initial_model" in inputs and (
+        "initial_model" not in options)
     return run
 
 

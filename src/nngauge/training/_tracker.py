@@ -12,6 +12,7 @@ one backward pass, i.e. about one training step; the norms cost O(parameters). M
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import torch
@@ -70,6 +71,12 @@ class Tracker:
         keep_weights: also keep a detached CPU copy of the named parameters at every
             measurement (True) or every k-th measurement (an integer k), in
             :attr:`weight_snapshots`.
+        initial_model: the network at initialization, for the measures that compare with it
+            (``distance_from_init``, ``norm_measures``, ``flatness``: their
+            ``initial_model=``); None: a copy of the model as the Tracker first sees it, at
+            its first :meth:`step` or :meth:`epoch_end` call (in :func:`fit`, after the first
+            optimizer step: pass the untrained copy for the exact initialization). Kept as
+            given (not copied).
 
     Example:
         >>> import torch
@@ -88,7 +95,8 @@ class Tracker:
                  sinks: Sequence[Any] = (), data: Any = None, probe_data: Any = None,
                  generator: Union[torch.Generator, int] = 0,
                  options: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                 keep_weights: Union[bool, int] = False) -> None:
+                 keep_weights: Union[bool, int] = False,
+                 initial_model: Optional[nn.Module] = None) -> None:
         self.schedule = _schedule(every, schedule)
         self.keep_weights = _keep_every(keep_weights)
         specs = _named_specs(measures)
@@ -103,6 +111,13 @@ class Tracker:
                           f"generator={generator!r}", "pass e.g. generator=0 (the default)")
         self.data, self.seed = data, seed_of(generator)
         self._probes = None if probe_data is None else _probe_points(probe_data, None)
+        if initial_model is not None and not isinstance(initial_model, nn.Module):
+            raise invalid("Tracker()", "initial_model a torch.nn.Module (the network at "
+                          "initialization) or None", f"a {type(initial_model).__name__}",
+                          "pass copy.deepcopy(model) taken before training")
+        self._initial = initial_model
+        self._reads_initial = any(getattr(m, "reads_initial", False)
+                                  for m in self._measures.values())
         self._sinks = [as_sink(s) for s in sinks]
         self._rows: list[dict[str, Any]] = []
         self._snapshots: list[Snapshot] = []
@@ -122,6 +137,7 @@ class Tracker:
         Returns:
             ``{"step": s, column: value, ...}`` at a measured step, else None.
         """
+        self._keep_initial(model)
         index = self._steps if step is None else int(step)
         self._steps += 1
         self._last_step, self._last_batch = index, batch
@@ -147,6 +163,7 @@ class Tracker:
         Returns:
             ``{"step": s, "epoch": e, column: value, ...}`` when measured, else None.
         """
+        self._keep_initial(model)
         index = self._epochs if epoch is None else int(epoch)
         self._epochs += 1
         if self.schedule.unit != "epoch" or not self.schedule(index):
@@ -155,13 +172,24 @@ class Tracker:
                              {"step": self._last_step if step is None else int(step),
                               "epoch": index})
 
+    def _keep_initial(self, model: nn.Module) -> None:
+        """A copy of the model as first seen, when a measure reads it and none was given."""
+        if self._reads_initial and self._initial is None:
+            self._initial = copy.deepcopy(model)
+
+    @property
+    def initial_model(self) -> Optional[nn.Module]:
+        """The network at initialization the measures compare with (None before the first
+        call when none was given, or when no measure reads it)."""
+        return self._initial
+
     def _measure(self, model: nn.Module, batch: Any, keys: dict[str, int]) -> dict[str, Any]:
         if self.keep_weights and self._measured % self.keep_weights == 0:
             self._snapshots.append((keys["step"], {
                 name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}))
         self._measured += 1
         inputs = StepInputs(self.data if self.data is not None else batch,
-                            lambda: self._probe_points_from(batch))
+                            lambda: self._probe_points_from(batch), lambda: self._initial)
         values: dict[str, float] = {}
         for name, measure in self._measures.items():
             generator = torch.Generator().manual_seed(self.seed)

@@ -301,21 +301,9 @@ def sharpness(
         x, y, loss_fn, _ = labelled_tensors(adapter, data, loss)
         params = adapter.weights(PERTURBED)
         box = {n: alpha * (w.abs() + 1) for n, w in params.items()}
-        nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
-        optimizer = torch.optim.SGD(list(nu.values()), lr=lr, momentum=momentum, maximize=True)
+        final = ascend(adapter, loss_fn, params, x, y, box, n_iter=n_iter, lr=lr,
+                       momentum=momentum, batch_size=batch_size, generator=generator)
         m = len(y)
-        for _ in range(n_iter):
-            idx = torch.randint(m, (min(batch_size, m),), generator=generator)
-            shifted = {n: params[n] + nu[n] for n in params}
-            with adapter.perturbed():
-                value = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
-            optimizer.zero_grad()
-            value.backward()
-            optimizer.step()
-            with torch.no_grad():
-                for n in nu:
-                    nu[n].copy_(torch.maximum(torch.minimum(nu[n], box[n]), -box[n]))
-        final = {n: v.detach().clone() for n, v in nu.items()}
         with torch.no_grad():
             base = _full_loss(adapter, loss_fn, params, x, y, eval_batch_size)
             with adapter.perturbed():
@@ -528,6 +516,42 @@ def pac_bayes(
     return PACBayesResult(points=tuple(points), train_loss=train_loss, best_bound=best.bound,
                           best_alpha=best.alpha, m=m, delta=float(delta), form=form, noise=noise,
                           method=used, mode=adapter.mode)
+
+
+def ascend(adapter: ModelAdapter, loss_fn, params: dict, x: torch.Tensor, y: torch.Tensor,
+           box: dict, *, n_iter: int, lr: float, momentum: float = 0.0, batch_size: int,
+           generator: Optional[torch.Generator], signed: bool = False) -> dict:
+    """The perturbation nu (by parameter name) that projected stochastic gradient ascent
+    finds for max L(w + nu) subject to |nu_i| <= box_i: from nu = 0, ``n_iter`` steps, each on
+    ``batch_size`` points drawn with ``generator``, then nu clipped into the box.
+
+    A step is SGD's with ``momentum`` and step size ``lr`` (Keskar's sharpness, eq. 4), or,
+    with ``signed``, the steepest ascent step of the box's own (l_inf) geometry,
+    nu_i += lr * box_i * sign(dL / dnu_i): a fraction ``lr`` of the box per step, whatever the
+    gradient's scale (the search of :func:`nngauge.flatness`).
+    """
+    nu = {n: torch.zeros_like(w, requires_grad=True) for n, w in params.items()}
+    optimizer = None if signed else torch.optim.SGD(list(nu.values()), lr=lr,
+                                                    momentum=momentum, maximize=True)
+    m = len(y)
+    for _ in range(n_iter):
+        idx = torch.randint(m, (min(batch_size, m),), generator=generator)
+        shifted = {n: params[n] + nu[n] for n in params}
+        with adapter.perturbed():
+            value = _loss(adapter, loss_fn, shifted, x[idx], y[idx])
+        if signed:
+            grads = torch.autograd.grad(value, list(nu.values()))
+            with torch.no_grad():
+                for (n, v), g in zip(nu.items(), grads):
+                    v.add_(lr * box[n] * g.sign())
+        else:
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+        with torch.no_grad():
+            for n, v in nu.items():
+                v.copy_(torch.maximum(torch.minimum(v, box[n]), -box[n]))
+    return {n: v.detach().clone() for n, v in nu.items()}
 
 
 def unit_std(params: dict, noise: Noise) -> dict:
