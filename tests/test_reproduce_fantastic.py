@@ -31,7 +31,7 @@ GOOD = _frame({**FILLER,
                "log_prod_spectral": (-0.2, -0.3, -0.1),
                "log_prod_spectral_over_margin": (0.0, -0.1, 0.05),
                "n_params": (0.05, -0.05, 0.0),
-               "l2_path_over_margin": (0.3, 0.2, 0.2), "spectral_over_margin": (0.1, -0.05, 0.1)})
+               "capacity_l2_path": (0.3, 0.2, 0.2), "capacity_spectral": (0.1, -0.05, 0.1)})
 TAUS = {"nlc": _tau(0.3, 0.2)}
 
 
@@ -58,9 +58,9 @@ def test_every_claim_holds_on_a_table_that_bears_it_out():
     (claims.spectral_not_positive, _replace(GOOD, "log_prod_spectral", 0.3, 0.2, 0.25), TAUS),
     (claims.params_no_predictor, _replace(GOOD, "n_params", -0.3, -0.4, -0.2), TAUS),
     (claims.nlc_predicts_test_error, GOOD, {"nlc": _tau(0.1, -0.05)}),
-    (claims.neyshabur_norms, _replace(GOOD, "spectral_over_margin", -0.1, -0.2, 0.0), TAUS),
+    (claims.neyshabur_norms, _replace(GOOD, "capacity_spectral", -0.1, -0.2, 0.0), TAUS),
     (claims.neyshabur_norms,
-     _replace(_replace(GOOD, "l2_path_over_margin", 0.05, -0.05, 0.1), "spectral_over_margin",
+     _replace(_replace(GOOD, "capacity_l2_path", 0.05, -0.05, 0.1), "capacity_spectral",
               0.05, -0.05, 0.1), TAUS),
 ], ids=["flatness-rank", "flatness-negative", "spectral-positive", "params-predict",
         "nlc-no-tau", "neyshabur-negative", "neyshabur-not-significant"])

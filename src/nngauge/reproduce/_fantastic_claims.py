@@ -37,9 +37,10 @@ N_PARAMS = "n_params"
 """The parameter count's column."""
 NLC_AT_INIT = "nlc"
 """The NLC measured at initialization (the study's column before training)."""
-NEYSHABUR: tuple[str, ...] = ("l2_path_over_margin", "spectral_over_margin",
-                              "l2_over_margin", "l1_path_over_margin")
-"""Neyshabur et al.'s capacities over the margin (section 2.2-2.3, :func:`nngauge.capacity`)."""
+NEYSHABUR: tuple[str, ...] = ("capacity_l2", "capacity_l1_path", "capacity_l2_path",
+                              "capacity_spectral")
+"""Neyshabur et al.'s capacities over the margin (sections 2.2-2.3, :func:`nngauge.capacity`;
+the study records their log10)."""
 
 TOP_FRACTION = 0.25
 """Flatness among the best: its best measure ranks within this top fraction by Psi."""
