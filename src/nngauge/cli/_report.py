@@ -11,8 +11,10 @@ import typer
 MODEL_HELP = ("path/to/file.py:function (returns an nn.Module), a saved TorchScript / "
               "torch.export (.pt2) / pickled module (.pt, with --trust-pickle), or a built-in "
               "such as mlp:depth=20,width=100,activation=relu,norm=batch.")
-DATA_HELP = ("waveform, digits, digits:image (1x8x8), gaussian:d=100[,n=1000], "
-             "gaussian:shape=3x32x32[,n=...], or a .npz / .pt file of inputs (and labels).")
+DATA_HELP = ("waveform, mnist1d (MNIST-1D: the published 5,000 samples; n=..., seed=...), "
+             "digits, digits:image (1x8x8), gaussian:d=100[,n=1000], "
+             "gaussian:shape=3x32x32[,n=...], tokens:vocab=256,length=64[,n=...], or a .npz / "
+             ".pt file of inputs (and labels).")
 MODES = ("train", "eval", "frozen")
 REPORT_EXAMPLES = (
     "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",

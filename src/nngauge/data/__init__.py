@@ -1,8 +1,9 @@
-"""Bundled data: Breiman's waveform-noise generator, scikit-learn's digits, Gaussian inputs,
-the NLC paper's preprocessing (appendix D.2) and random splits.
+"""Bundled data: Breiman's waveform-noise generator, MNIST-1D, scikit-learn's digits, Gaussian
+inputs, the NLC paper's preprocessing (appendix D.2) and random splits.
 
 Every data set is a :class:`LabelledData` ``(inputs, labels)`` NamedTuple of torch tensors,
-accepted by every measure as a pair.
+accepted by every measure as a pair; MNIST-1D comes as its fixed training and test splits, a
+:class:`TrainTest` of two.
 
 Example:
     >>> from nngauge.data import waveform_noise, split, standardize
@@ -15,8 +16,9 @@ Example:
 from nngauge.data._digits import digits
 from nngauge.data._gaussian import gaussian
 from nngauge.data._labels import ConfusionSet, confusion_set, random_labels
+from nngauge.data._mnist1d import mnist1d
 from nngauge.data._preprocess import Preprocessed, Preprocessing, preprocess, standardize
-from nngauge.data._splits import LabelledData, split
+from nngauge.data._splits import LabelledData, TrainTest, split
 from nngauge.data._waveform import base_waves, waveform_noise
 
 __all__ = [
@@ -24,10 +26,12 @@ __all__ = [
     "LabelledData",
     "Preprocessed",
     "Preprocessing",
+    "TrainTest",
     "base_waves",
     "confusion_set",
     "digits",
     "gaussian",
+    "mnist1d",
     "preprocess",
     "random_labels",
     "split",

@@ -1,10 +1,12 @@
 """Turn the command line's DATA string into a data set (``nngauge report``, the study runner).
 
-DATA is ``waveform``, ``digits`` (64 features; ``digits:image`` for 1 x 8 x 8 images),
-``gaussian:d=100[,n=...]`` or ``gaussian:shape=3x32x32[,n=...]`` (standard Gaussian inputs of
-that shape, for convolutional networks), ``tokens:vocab=256,length=64[,n=...]`` (uniform
-random token ids with next-token labels, for language models), or a ``.npz`` / ``.pt`` file
-(integer inputs other than uint8 images stay token ids).
+DATA is ``waveform``, ``mnist1d[:n=...,seed=...]`` (MNIST-1D, 40 features, 10 classes; by
+default the published 5,000 samples, its 4,000 training then 1,000 test samples), ``digits``
+(64 features; ``digits:image`` for 1 x 8 x 8 images), ``gaussian:d=100[,n=...]`` or
+``gaussian:shape=3x32x32[,n=...]`` (standard Gaussian inputs of that shape, for convolutional
+networks), ``tokens:vocab=256,length=64[,n=...]`` (uniform random token ids with next-token
+labels, for language models), or a ``.npz`` / ``.pt`` file (integer inputs other than uint8
+images stay token ids).
 
 The ``NAME:key=value,...`` syntax (:func:`split_spec`) is shared with the MODEL string's
 built-in specs (:mod:`nngauge.nn._sources`).
@@ -22,11 +24,18 @@ import torch
 
 from nngauge.data._digits import digits
 from nngauge.data._gaussian import gaussian
+from nngauge.data._mnist1d import PUBLISHED_SEED, mnist1d
 from nngauge.data._waveform import waveform_noise
 from nngauge.errors import UnknownNameError, invalid
 
 DEFAULT_N = 1000
-"""Samples drawn from the generated data sets (waveform, gaussian) when n is not given."""
+"""Samples drawn from the generated data sets (waveform, gaussian, tokens) when n is not
+given."""
+MNIST1D_N = 5000
+"""Samples of ``mnist1d`` when n is not given: the published data set (4,000 + 1,000)."""
+DATA_FORMS = ("waveform", "mnist1d", "digits", "digits:image", "gaussian:d=100",
+              "gaussian:shape=3x32x32", "tokens:vocab=256,length=64")
+"""One example of each named DATA form, for messages."""
 
 
 @dataclass(frozen=True)
@@ -56,14 +65,17 @@ class DataSource:
 
 
 def load_data(spec: str, *, seed: int = 0, n: Optional[int] = None) -> DataSource:
-    """Load DATA: ``waveform``, ``digits`` / ``digits:image``, ``gaussian:d=100[,n=...]`` or
-    ``gaussian:shape=3x32x32[,n=...]``, a .npz or a .pt file.
+    """Load DATA: ``waveform``, ``mnist1d``, ``digits`` / ``digits:image``,
+    ``gaussian:d=100[,n=...]`` or ``gaussian:shape=3x32x32[,n=...]``, ``tokens:...``, a .npz or
+    a .pt file.
 
     Args:
         spec: the DATA string.
-        seed: seed of the generated data sets (waveform, gaussian).
-        n: samples of the generated data sets (default ``DEFAULT_N``; a ``n=`` key in the
-            spec wins), or a cap on the samples of the other sources.
+        seed: seed of the generated data sets (waveform, gaussian, tokens); ``mnist1d`` keeps
+            the published data set's seed (42) unless the spec says ``mnist1d:seed=...``.
+        n: samples of the generated data sets (default ``DEFAULT_N``, ``MNIST1D_N`` for
+            ``mnist1d``; a ``n=`` key in the spec wins), or a cap on the samples of the other
+            sources.
 
     Returns:
         A :class:`DataSource`.
@@ -79,8 +91,7 @@ def load_data(spec: str, *, seed: int = 0, n: Optional[int] = None) -> DataSourc
     where = "load_data()"
     if not isinstance(spec, str) or not spec.strip():
         raise invalid(where, "a DATA string", repr(spec),
-                      "pass waveform, digits, digits:image, gaussian:d=100, "
-                      "gaussian:shape=3x32x32 or a .npz/.pt file")
+                      f"pass {', '.join(DATA_FORMS)} or a .npz/.pt file")
     path = Path(spec)
     name, _, rest = spec.partition(":")
     parts = _top_level_split(rest)
@@ -108,6 +119,15 @@ def load_data(spec: str, *, seed: int = 0, n: Optional[int] = None) -> DataSourc
 def _waveform(options: dict, *, seed: int, n: Optional[int], where: str):
     _no_options(options, ("n",), "waveform", where)
     data = waveform_noise(int(options.get("n", n or DEFAULT_N)), generator=seed)
+    return data.inputs, data.labels
+
+
+def _mnist1d(options: dict, *, seed: int, n: Optional[int], where: str):
+    """MNIST-1D's n samples (training then test order: the published set by default); the
+    spec's ``seed=`` replaces the published seed, not the caller's ``seed``."""
+    _no_options(options, ("n", "seed"), "mnist1d", where)
+    data = mnist1d(int(options.get("n", n or MNIST1D_N)), 0,
+                   generator=int(options.get("seed", PUBLISHED_SEED))).train
     return data.inputs, data.labels
 
 
@@ -163,8 +183,8 @@ def _tokens(options: dict, *, seed: int, n: Optional[int], where: str):
     return ids, torch.roll(ids, -1, dims=1)
 
 
-_DATASETS: dict[str, Callable] = {"waveform": _waveform, "digits": _digits, "gaussian": _gaussian,
-                                  "tokens": _tokens}
+_DATASETS: dict[str, Callable] = {"waveform": _waveform, "mnist1d": _mnist1d, "digits": _digits,
+                                  "gaussian": _gaussian, "tokens": _tokens}
 _INPUT_KEYS = ("inputs", "x", "X")
 _LABEL_KEYS = ("labels", "y")
 
@@ -272,4 +292,4 @@ def _no_options(options: dict, allowed: tuple[str, ...], name: str, where: str) 
                                f"{unknown}. Fix: drop them.")
 
 
-__all__ = ["DEFAULT_N", "DataSource", "load_data", "split_spec"]
+__all__ = ["DATA_FORMS", "DEFAULT_N", "MNIST1D_N", "DataSource", "load_data", "split_spec"]

@@ -1,4 +1,4 @@
-"""The type every bundled data set returns, and random train/validation/test splits.
+"""The types the bundled data sets return, and random train/validation/test splits.
 
 NLC paper appendix D.2: waveform-noise's 5,000 points were split at random into 3,000 training,
 1,000 validation and 1,000 test points, i.e. ``fractions=(0.6, 0.2, 0.2)``.
@@ -28,6 +28,16 @@ class LabelledData(NamedTuple):
 
     inputs: torch.Tensor
     labels: torch.Tensor
+
+
+class TrainTest(NamedTuple):
+    """A data set's fixed training and test splits, each :class:`LabelledData`.
+
+    A NamedTuple, so ``train, test = nngauge.data.mnist1d()`` unpacks it as a split's parts.
+    """
+
+    train: LabelledData
+    test: LabelledData
 
 
 def as_labelled(data: Any, where: str) -> LabelledData:

@@ -11,7 +11,7 @@ measures, training protocol, learning rates and seeds::
     dtype = "float32"               # of the networks; the paper trained in float64
 
     [data]
-    source = "waveform"             # waveform | digits | gaussian:d=100 | file.npz
+    source = "waveform"             # waveform | mnist1d | digits | gaussian:d=100 | file.npz
     n = 300                         # samples of generated data sets (optional)
     split = [0.6, 0.2, 0.2]         # train / validation / test fractions
     preprocess = "standardize"      # none | standardize | pca  (NLC paper D.2)
