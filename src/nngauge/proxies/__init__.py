@@ -43,7 +43,6 @@ from nngauge.proxies._zen import zen_score
 from nngauge.proxies._zico import zico
 
 __all__ = ["DIRECTIONS", "fisher", "flops", "grad_norm", "grasp", "jacob_cov", "jacobian_growth",
-           "kernel_condition", "n_params", "naswot", "nlc_rule", "nlc_score", "output_bias",
-           "region_density", "rho_max", "snip", "synflow", "te_nas", "te_nas_rank",
-           "te_nas_regions", "trajectory_growth",
-           "meco", "meco_opt", "zen_score", "zico"]
+           "kernel_condition", "meco", "meco_opt", "n_params", "naswot", "nlc_rule", "nlc_score",
+           "output_bias", "region_density", "rho_max", "snip", "synflow", "te_nas", "te_nas_rank",
+           "te_nas_regions", "trajectory_growth", "zen_score", "zico"]

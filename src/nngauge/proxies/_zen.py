@@ -66,8 +66,8 @@ def zen_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
     changed: the computation runs on a float64 copy (Gaussian weights make activations grow
     with every layer) through ``torch.func.functional_call``.
 
-    Batchnorm normalizes with batch statistics (train mode, as in the paper), and each of the
-    two batches x and x + alpha epsilon has its own; sigma_{i,j} are those of x. A network
+    Batchnorm normalizes with batch statistics (train mode), and each of the two batches x
+    and x + alpha epsilon has its own; sigma_{i,j} are those of x. A network
     without batchnorm has no sigma terms (Zen = log Delta); other normalizations (LayerNorm,
     GroupNorm) get none either, as in the paper, so their scores are not on the same scale
     as batchnorm networks'. Differences from the authors' code: Delta's norm is the

@@ -60,8 +60,9 @@ def zico(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 6
     ``generator``; a DataLoader's first batch) is split into ``n_batches`` mini-batches, and
     each mini-batch's gradient comes from its own backward pass: one pass per mini-batch,
     two by default (with batchnorm in train mode each mini-batch is normalized by its own
-    statistics, as in the paper). The loss is the mean cross-entropy for integer labels (per
-    position for sequence outputs), squared error for floating targets. Statistics in float64.
+    statistics, as in the authors' code). The loss is the mean cross-entropy for integer
+    labels (per position for sequence outputs), squared error for floating targets.
+    Statistics in float64.
 
     Args:
         model: any module with trainable weights.
