@@ -384,14 +384,16 @@ def test_zen_score_reads_the_datas_shape_only_and_its_generator():
 
 def test_zen_score_reads_the_layer_it_is_told_and_refuses_what_it_cannot_score():
     """layer= names the module whose input is f (here the head, after pooling); an unknown
-    name, alpha <= 0, an unknown init, and a network whose output ignores its input are
-    refused with what was expected and the fix."""
+    name, a batch of one (no batch statistics), alpha <= 0, an unknown init, and a network
+    whose output ignores its input are refused with what was expected and the fix."""
     model = _cnn(norm=True)
     data = torch.zeros(1, 2, 5, 5)
     pooled = proxies.zen_score(model, data, batch_size=4, layer="8", generator=0)
     assert pooled != proxies.zen_score(model, data, batch_size=4, generator=0)
     with pytest.raises(InvalidInputError, match="layer names"):
         proxies.zen_score(model, data, layer="nope")
+    with pytest.raises(InvalidInputError, match="batch_size an integer >= 2"):
+        proxies.zen_score(model, data, batch_size=1)
     with pytest.raises(InvalidInputError, match="alpha a finite number > 0"):
         proxies.zen_score(model, data, alpha=0.0)
     with pytest.raises(InvalidInputError, match="init in"):

@@ -36,7 +36,8 @@ _BATCHNORM = nn.modules.batchnorm._BatchNorm
 _GLOBAL_POOL = nn.modules.pooling._AdaptiveAvgPoolNd
 
 
-@constrained(alpha=Real(0, low_open=True), n_probes=Integer(1), init=Choice.literal(Init),
+@constrained(batch_size=Integer(2), alpha=Real(0, low_open=True), n_probes=Integer(1),
+             init=Choice.literal(Init),
              layer=Maybe(Check(lambda v: isinstance(v, str), "a module or site name",
                                (3, ["avgpool"]))))
 @model_options("output", "input_module")
@@ -94,7 +95,8 @@ def zen_score(model: nn.Module, data: Any, labels: Any = None, *, batch_size: in
         data: inputs (n, ...), (inputs, labels), a Dataset or a DataLoader; one sample's shape
             is read.
         labels: not read.
-        batch_size: Gaussian samples per batch (batchnorm statistics are over them).
+        batch_size: Gaussian samples per batch (at least 2: the batchnorm statistics are
+            over them).
         alpha: the perturbation's scale (the paper's 0.01).
         n_probes: independent draws of the weights (or, as given, of the inputs) averaged.
         init: "gaussian" (the paper's N(0, 1) weights) or "as_given".
