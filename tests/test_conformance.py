@@ -42,6 +42,10 @@ EXPECTED_REFUSALS = {
     "weight_transitions": {"vit_small", "gpt_small", "bert_small", "lstm", "lstm_tokens",
                            "groupnorm_cnn", "mobilenet_block", "convnext_block",
                            "elementwise_zoo"},  # not piecewise linear from their input
+    # no layer output with channels over positions (MLPs, LSTM classifiers): MeCo undefined
+    "proxies.meco": {"lstm", "lstm_tokens", "dropout_mlp", "elementwise_zoo", "mlp_float64"},
+    "proxies.meco_opt": {"lstm", "lstm_tokens", "dropout_mlp", "elementwise_zoo",
+                         "mlp_float64"},
 }
 
 
@@ -51,8 +55,8 @@ def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
     """Every measure and proxy of the conformance matrix (every catalogue entry and variant)
     on this zoo network ends in a value or an NNGaugeError saying what was expected and how to
     fix it, never a crash; none changes the model's state; the measures every network
-    supports give a value, and exact transitions, Hessian, landscape regions and weight
-    transitions refuse exactly the expected networks."""
+    supports give a value, and exact transitions, Hessian, landscape regions, weight
+    transitions and MeCo refuse exactly the expected networks."""
     cells = [run_cell(measure, model_name)[0] for measure in MEASURES]
     crashes = [f"{c.measure}: {c.summary}" for c in cells if c.status == "crash"]
     assert not crashes, crashes
@@ -69,11 +73,12 @@ def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
               "kernel_conditioning", "kernel_conditioning[ntk]", "linear_region_diameter",
               "error_preserving_perturbation", "trajectory_length", "transitions[sampled]",
               "activation_patterns", "margin", "sharpness", "expected_sharpness", "pac_bayes",
-              "loss_landscape")
+              "loss_landscape", "proxies.zico", "proxies.zen_score")
     assert [c.measure for c in cells if c.measure in always and c.status != "ok"] == []
     exact = next(c for c in cells if c.measure == "transitions")
     assert exact.status == ("ok" if ZOO[model_name].piecewise_linear else "refused"), exact
-    for measure in ("hessian", "loss_landscape[regions]", "weight_transitions"):
+    for measure in ("hessian", "loss_landscape[regions]", "weight_transitions", "proxies.meco",
+                    "proxies.meco_opt"):
         cell = next(c for c in cells if c.measure == measure)
         expected = "refused" if model_name in EXPECTED_REFUSALS[measure] else "ok"
         assert cell.status == expected, (measure, cell.summary)

@@ -48,7 +48,8 @@ FAMILIES: dict[str, str] = {
     "generalization": "generalization: margins, norms, sharpness, PAC-Bayes "
                       "(nngauge.measures.generalization)",
     "curvature": "the loss surface: Hessian, landscapes (nngauge.measures.curvature)",
-    "saliency": "zero-cost proxies from gradient saliencies (nngauge.proxies)",
+    "saliency": "zero-cost proxies from loss gradients: saliencies and their statistics "
+                "(nngauge.proxies)",
     "activation": "zero-cost proxies from activation statistics (nngauge.proxies)",
     "te-nas": "TE-NAS's indicators (nngauge.proxies)",
     "cost": "cost baselines (nngauge.proxies)",
@@ -392,6 +393,12 @@ ENTRIES: tuple[Entry, ...] = (
     _proxy("naswot", "activation", ("naswot", "section 3, eq. 2"), cheap={"batch_size": 8}),
     _proxy("te_nas", "te-nas", ("te-nas", "section 3.1.1"), cheap={"batch_size": 8}),
     _proxy("te_nas_regions", "te-nas", ("te-nas", "section 3.1.2"), cheap={"batch_size": 8}),
+    # the newer zero-cost proxies (issue 33)
+    _proxy("zico", "saliency", ("zico", "section 3.3"), labels=True, cheap={"batch_size": 4}),
+    _proxy("meco", "activation", ("meco", "section 4"), cheap={"batch_size": 2}),
+    _proxy("meco_opt", "activation", ("meco", "section 4"), cheap={"batch_size": 2}),
+    _proxy("zen_score", "activation", ("zen-nas", "section 4, Algorithm 1"),
+           cheap={"batch_size": 8}),
     _proxy("n_params", "cost", ("zero-cost", "section 4"), reads="weights"),
     _proxy("flops", "cost", ("zero-cost", "section 4")),
     _proxy("nlc_score", "predictor", ("nlc", "Definition 1, section 4"),

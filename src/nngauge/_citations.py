@@ -96,6 +96,16 @@ PAPERS: dict[str, tuple[str, str]] = {
     "clauset-power-law": ("Clauset, Shalizi & Newman (SIAM Review 2009)",
                           'Clauset, Shalizi & Newman, "Power-Law Distributions in Empirical '
                           'Data", SIAM Review 51(4), 2009, arXiv:0706.1062'),
+    # the newer zero-cost proxies (nngauge.proxies.zico, meco, meco_opt, zen_score)
+    "zico": ("Li et al. (ICLR 2023)",
+             'Li, Yang, Bhardwaj & Marculescu, "ZiCo: Zero-shot NAS via Inverse Coefficient '
+             'of Variation on Gradients", ICLR 2023'),
+    "meco": ("Jiang et al. (NeurIPS 2023)",
+             'Jiang, Wang & Bie, "MeCo: Zero-Shot NAS with One Data and Single Forward Pass '
+             'via Minimum Eigenvalue of Correlation", NeurIPS 2023'),
+    "zen-nas": ("Lin et al. (ICCV 2021)",
+                'Lin, Wang, Sun, Chen, Sun, Qian, Li & Jin, "Zen-NAS: A Zero-Shot NAS for '
+                'High-Performance Image Recognition", ICCV 2021'),
 }
 """Key -> (short citation, full citation)."""
 

@@ -13,6 +13,9 @@ and leaves the model exactly as given (parameters, buffers, modes, ``requires_gr
 - activation statistics: :func:`naswot` (ReLU code kernel), :func:`jacob_cov`;
 - TE-NAS: :func:`te_nas` (NTK condition number), :func:`te_nas_regions`, combined over
   architectures by :func:`te_nas_rank`;
+- the newer proxies: :func:`zico` (gradient statistics over mini-batches; needs labels),
+  :func:`meco` and :func:`meco_opt` (feature-map correlation), :func:`zen_score`
+  (perturbation response at Gaussian weights);
 - cost baselines: :func:`n_params`, :func:`flops` (multiply-accumulates);
 - nngauge's own predictors in the same form: :func:`nlc_score`, :func:`output_bias`,
   :func:`nlc_rule`, :func:`jacobian_growth`, :func:`rho_max`, :func:`kernel_condition`,
@@ -22,6 +25,7 @@ and leaves the model exactly as given (parameters, buffers, modes, ``requires_gr
 
 from nngauge.proxies._activation import jacob_cov, naswot
 from nngauge.proxies._cost import flops, n_params
+from nngauge.proxies._meco import meco, meco_opt
 from nngauge.proxies._ours import (
     DIRECTIONS,
     jacobian_growth,
@@ -35,8 +39,10 @@ from nngauge.proxies._ours import (
 )
 from nngauge.proxies._saliency import fisher, grad_norm, grasp, snip, synflow
 from nngauge.proxies._te_nas import te_nas, te_nas_rank, te_nas_regions
+from nngauge.proxies._zen import zen_score
+from nngauge.proxies._zico import zico
 
 __all__ = ["DIRECTIONS", "fisher", "flops", "grad_norm", "grasp", "jacob_cov", "jacobian_growth",
-           "kernel_condition", "n_params", "naswot", "nlc_rule", "nlc_score", "output_bias",
-           "region_density", "rho_max", "snip", "synflow", "te_nas", "te_nas_rank",
-           "te_nas_regions", "trajectory_growth"]
+           "kernel_condition", "meco", "meco_opt", "n_params", "naswot", "nlc_rule", "nlc_score",
+           "output_bias", "region_density", "rho_max", "snip", "synflow", "te_nas", "te_nas_rank",
+           "te_nas_regions", "trajectory_growth", "zen_score", "zico"]

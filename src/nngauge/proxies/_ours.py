@@ -50,6 +50,8 @@ DIRECTIONS: dict[str, int] = {
     # zero-cost proxies (Abdelfattah et al., ICLR 2021; TE-NAS, ICLR 2021)
     "synflow": +1, "snip": +1, "grasp": +1, "grad_norm": +1, "fisher": +1, "jacob_cov": +1,
     "naswot": +1, "te_nas": -1, "te_nas_regions": +1, "n_params": +1, "flops": +1,
+    # the newer zero-cost proxies (ZiCo, ICLR 2023; MeCo, NeurIPS 2023; Zen-NAS, ICCV 2021)
+    "zico": +1, "meco": +1, "meco_opt": +1, "zen_score": +1,
 }
 """Proxy name -> +1 when higher values predict higher accuracy after training, -1 when lower
 values do (grasp with Abdelfattah et al.'s sign; te_nas: a condition number, lower is better).
