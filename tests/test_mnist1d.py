@@ -113,9 +113,10 @@ def test_batched_interpolation_is_numpys_to_the_last_bit():
 
 
 def test_the_reference_package_gives_the_same_values_to_the_last_bit():
-    """Runs where the ``mnist1d`` package is installed (not a dependency of nngauge)."""
-    pytest.importorskip("matplotlib")
-    data = pytest.importorskip("mnist1d.data")
+    """The ``mnist1d`` package (a test dependency, not one of nngauge's) generates the same
+    data as ours."""
+    from mnist1d import data
+
     np_state, py_state = np.random.get_state(), random.getstate()
     try:  # the package seeds numpy's and Python's global generators
         for n, train_split, seed in [(5000, 0.8, 42), (300, 0.5, 7)]:
