@@ -27,11 +27,11 @@ FILLER = {f"other_{i}": (0.1, 0.0, 0.05 * i + 0.01) for i in range(8)}
 """Eight other measures with Psi 0.01 .. 0.36."""
 
 GOOD = _frame({**FILLER,
-               "pacbayes_mag_flatness": (0.5, 0.4, 0.6), "pacbayes_flatness": (0.3, 0.2, 0.2),
-               "log_prod_spectral": (-0.2, -0.3, -0.1),
-               "log_prod_spectral_over_margin": (0.0, -0.1, 0.05),
+               "pacbayes_mag_flatness_after": (0.5, 0.4, 0.6), "pacbayes_flatness_after": (0.3, 0.2, 0.2),
+               "log_prod_spectral_after": (-0.2, -0.3, -0.1),
+               "log_prod_spectral_over_margin_after": (0.0, -0.1, 0.05),
                "n_params": (0.05, -0.05, 0.0),
-               "capacity_l2_path": (0.3, 0.2, 0.2), "capacity_spectral": (0.1, -0.05, 0.1)})
+               "capacity_l2_path_after": (0.3, 0.2, 0.2), "capacity_spectral_after": (0.1, -0.05, 0.1)})
 TAUS = {"nlc": _tau(0.3, 0.2)}
 
 
@@ -50,17 +50,18 @@ def test_every_claim_holds_on_a_table_that_bears_it_out():
 @pytest.mark.parametrize("check, frame, taus", [
     # the best flatness measure ranks 5th of 15 (the top fraction: ceil(0.25 * 15) = 4)
     (claims.flatness_among_best,
-     _replace(_replace(GOOD, "pacbayes_mag_flatness", 0.1, 0.0, 0.205), "pacbayes_flatness",
+     _replace(_replace(GOOD, "pacbayes_mag_flatness_after", 0.1, 0.0, 0.205), "pacbayes_flatness_after",
               0.1, 0.0, 0.01), TAUS),
     # flatness first but with a negative Psi (every measure negative)
     (claims.flatness_among_best,
      GOOD.assign(psi=GOOD["psi"] - 1.0), TAUS),
-    (claims.spectral_not_positive, _replace(GOOD, "log_prod_spectral", 0.3, 0.2, 0.25), TAUS),
+    (claims.spectral_not_positive,
+     _replace(GOOD, "log_prod_spectral_after", 0.3, 0.2, 0.25), TAUS),
     (claims.params_no_predictor, _replace(GOOD, "n_params", -0.3, -0.4, -0.2), TAUS),
     (claims.nlc_predicts_test_error, GOOD, {"nlc": _tau(0.1, -0.05)}),
-    (claims.neyshabur_norms, _replace(GOOD, "capacity_spectral", -0.1, -0.2, 0.0), TAUS),
+    (claims.neyshabur_norms, _replace(GOOD, "capacity_spectral_after", -0.1, -0.2, 0.0), TAUS),
     (claims.neyshabur_norms,
-     _replace(_replace(GOOD, "capacity_l2_path", 0.05, -0.05, 0.1), "capacity_spectral",
+     _replace(_replace(GOOD, "capacity_l2_path_after", 0.05, -0.05, 0.1), "capacity_spectral_after",
               0.05, -0.05, 0.1), TAUS),
 ], ids=["flatness-rank", "flatness-negative", "spectral-positive", "params-predict",
         "nlc-no-tau", "neyshabur-negative", "neyshabur-not-significant"])

@@ -253,6 +253,8 @@ class Reproduction:
         claim: the paper's claim that the figure or table shows, in one sentence.
         judge: ``judge(computed) -> Verdict``: whether our numbers bear the claim out, read
             from the rows and from the comparisons' fields (by key, never from their text).
+        pages: ``pages(computed, out_dir) -> Path``: writes one more file beside the CSV and
+            the PNG (e.g. an HTML page of many figures), named in the README; None: none.
     """
 
     name: str
@@ -265,6 +267,7 @@ class Reproduction:
     plot: Callable[[Computed, Any], None] = field(repr=False)
     claim: str = ""
     judge: Optional[Callable[[Computed], Verdict]] = field(default=None, repr=False)
+    pages: Optional[Callable[[Computed, Path], Path]] = field(default=None, repr=False)
 
     @renamed(seed=("generator", _seed_or_default, _seed_with_generator))
     def run(self, out_dir: str | Path, *, scale: Scale = "small",
@@ -303,16 +306,17 @@ class Reproduction:
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
         write_csv(csv_path, computed.columns, computed.rows)
         self._save_png(computed, png_path)
+        page = self.pages(computed, out) if self.pages is not None else None
         seconds = time.perf_counter() - start
         verdict = self.judge(computed) if self.judge is not None else None
         readme_path = out / "README.md"
-        readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict),
+        readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page),
                                encoding="utf-8")
         return ReproductionResult(self.name, scale, computed, tuple(self.differences[scale]),
                                   csv_path, png_path, seconds, readme_path, verdict)
 
     def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
-               verdict: Optional[Verdict] = None) -> str:
+               verdict: Optional[Verdict] = None, page: Optional[Path] = None) -> str:
         """The Markdown page written beside the CSV and the PNG: what was rebuilt and how, the
         paper's claim and our verdict, our numbers beside the paper's, and every deviation
         from the paper with its reason."""
@@ -328,7 +332,8 @@ class Reproduction:
                  f"Rebuilt by `{command}` in {seconds:.1f} s"
                  + ("" if seed is not None else " (seeded by the caller's generator)") + ".",
                  "", f"Files: `{self.name}.csv` (columns: {', '.join(computed.columns)}; "
-                 f"{len(computed.rows)} rows) and `{self.name}.png`.", ""]
+                 f"{len(computed.rows)} rows), `{self.name}.png`"
+                 + (f" and `{page.name}`." if page is not None else "."), ""]
         if computed.comparison:
             lines += ["## Our numbers beside the paper's", "",
                       "| quantity | ours | paper | note |", "| --- | --- | --- | --- |"]

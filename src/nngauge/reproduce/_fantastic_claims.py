@@ -25,20 +25,24 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-FLATNESS: tuple[str, ...] = (
-    "pacbayes_flatness", "pacbayes_mag_flatness", "sharpness_flatness",
-    "sharpness_mag_flatness", "pacbayes_init", "pacbayes_orig", "pacbayes_mag_init",
-    "pacbayes_mag_orig", "sharpness_init", "sharpness_orig", "sharpness_mag_init",
-    "sharpness_mag_orig")
-"""Jiang et al.'s flatness and PAC-Bayes measures (appendix C.3): the sigma-search family."""
-SPECTRAL_PRODUCTS: tuple[str, ...] = ("log_prod_spectral", "log_prod_spectral_over_margin")
-"""Jiang et al.'s products of spectral norms (log.prod.of.spec, and over margin)."""
+from nngauge.studies._spec import AFTER
+
+FLATNESS: tuple[str, ...] = tuple(f"{kind}_{bound}{AFTER}"
+                                  for kind in ("pacbayes", "pacbayes_mag", "sharpness",
+                                               "sharpness_mag")
+                                  for bound in ("flatness", "init", "orig"))
+"""Jiang et al.'s flatness and PAC-Bayes measures (appendix C.3), after training: the
+sigma-search family (:func:`nngauge.flatness`)."""
+SPECTRAL_PRODUCTS: tuple[str, ...] = (f"log_prod_spectral{AFTER}",
+                                      f"log_prod_spectral_over_margin{AFTER}")
+"""Jiang et al.'s products of spectral norms (log.prod.of.spec, and over margin), after
+training."""
 N_PARAMS = "n_params"
 """The parameter count's column."""
 NLC_AT_INIT = "nlc"
 """The NLC measured at initialization (the study's column before training)."""
-NEYSHABUR: tuple[str, ...] = ("capacity_l2", "capacity_l1_path", "capacity_l2_path",
-                              "capacity_spectral")
+NEYSHABUR: tuple[str, ...] = tuple(f"capacity_{name}{AFTER}"
+                                   for name in ("l2", "l1_path", "l2_path", "spectral"))
 """Neyshabur et al.'s capacities over the margin (sections 2.2-2.3, :func:`nngauge.capacity`;
 the study records their log10)."""
 
