@@ -323,9 +323,9 @@ def test_every_proxy_runs_on_a_resnet_an_lstm_and_a_gpt(zoo_models, model_name):
 
 def test_bad_inputs_are_refused_with_what_was_expected_and_the_fix():
     """Labels missing for a loss proxy, labels of the wrong shape, one sample for jacob_cov,
-    a network without piecewise-linear units for naswot and swap, an operation without a second derivative for grasp,
-    mismatched rank inputs and a non-module model each give an InvalidInputError that says
-    what was expected and how to fix it."""
+    a network without piecewise-linear units for naswot and swap, an operation without a
+    second derivative for grasp, mismatched rank inputs and a non-module model each give an
+    InvalidInputError that says what was expected and how to fix it."""
     model, (x, y) = _mlp(), _data()
     for name in LABELLED:
         with pytest.raises(InvalidInputError, match="labelled data.*Fix: pass labels="):

@@ -96,8 +96,9 @@ def naswot(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
     Example:
         >>> import torch
         >>> from torch import nn
+        >>> _ = torch.manual_seed(0)
         >>> net = nn.Sequential(nn.Linear(4, 64), nn.Hardtanh(), nn.Linear(64, 2))
-        >>> naswot(net, torch.randn(8, 4)) > 0
+        >>> naswot(net, 10 * torch.randn(8, 4)) > 0  # 8 distinct codes of 128 bits
         True
     """
     where = "naswot()"

@@ -113,13 +113,13 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *,
     3,000 inputs of reduced dimension: random 1 x 3 x 3 crops of training images through a
     one-channel copy of the candidate (their code's ``Linear_Region_Collector(input_size=(1000,
     1, 3, 3), sample_batch=3)``), because at full input size every sample falls in a region of
-    its own and R_N equals the number of samples for every network (the first author, TE-NAS
-    issue 10). A given network's input size cannot be reduced; the same reduction here is a
-    plane of input space: the points are the ``resolution`` x ``resolution`` grid (cell
+    its own and R_N equals the number of samples for every network (the first author's answer
+    to issue 10 of the authors' repository, VITA-Group/TENAS). A given network's input size
+    cannot be reduced; the same reduction here is a plane of input space: the points are the ``resolution`` x ``resolution`` grid (cell
     centres) of the parallelogram x0 + u (x1 - x0) + v (x2 - x0), 0 <= u, v <= 1, spanned by
     three samples x0, x1, x2 of ``data`` (the first three, or three drawn by ``generator``),
-    counted as :func:`nngauge.regions` counts with ``method="grid"`` (which this calls). The
-    default 55 x 55 = 3,025 points is the authors' 3,000. For the count over given points
+    counted as :func:`nngauge.regions` counts with ``method="grid"`` (which this calls): 55 x
+    55 = 3,025 points by default, about the authors' 3,000. For the count over given points
     (e.g. the data's samples) use :func:`nngauge.activation_patterns`; for the exact number
     of regions of the plane, :func:`nngauge.regions`.
 
@@ -143,7 +143,7 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *,
     Example:
         >>> import torch
         >>> from torch import nn
-        >>> net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())  # units u and v: kinks u, v = 0
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())  # kinks at x1 = 0.5, x2 = 0.5
         >>> with torch.no_grad():
         ...     _ = net[0].weight.copy_(torch.eye(2)); _ = net[0].bias.fill_(-0.5)
         >>> te_nas_regions(net, torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))

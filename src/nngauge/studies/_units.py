@@ -300,9 +300,9 @@ def _run(entry, model, parts, batch_size, generator) -> dict:
     """One catalogue entry's study columns (``entry.columns``): its function on the training
     set, with the study's batch size where a measure takes one (a proxy reads its own default
     batch, as its paper does), ``generator`` and the entry's :data:`OPTIONS`. A proxy
-    undefined for this architecture (naswot without piecewise-linear units, region_density of a
-    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
-    not the unit's failure."""
+    undefined for this architecture (naswot without piecewise-linear units, region_density of
+    a smooth network, a synaptic flow past float64) records NaN: a fact about the
+    architecture, not the unit's failure."""
     function = entry.function
     taken = inspect.signature(function).parameters
     options = {"generator": generator} if "generator" in taken else {}
@@ -367,6 +367,7 @@ at most as many samples as the input has dimensions (more make its Jacobian corr
 singular whatever the network, and the score a constant), at most its default 128."""
 
 _MEASURE_RUNNERS = {name: RULES.get(name, functools.partial(_run, entry))
-                    for name, entry in ENTRIES.items()}
-"""Study name (:data:`MEASURES`) -> runner ``(model, (train, val, test), batch_size,
-generator) -> {column: value}``: the rule of :data:`RULES`, else :func:`_run` of the entry."""
+                    for name, entry in ENTRIES.items() if name not in DERIVED}
+"""Study name (:data:`MEASURES`, but those of :data:`DERIVED`) -> runner ``(model, (train,
+val, test), batch_size, generator) -> {column: value}``: the rule of :data:`RULES`, else
+:func:`_run` of the entry."""
