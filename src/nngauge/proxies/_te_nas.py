@@ -115,13 +115,14 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *,
     1, 3, 3), sample_batch=3)``), because at full input size every sample falls in a region of
     its own and R_N equals the number of samples for every network (the first author's answer
     to issue 10 of the authors' repository, VITA-Group/TENAS). A given network's input size
-    cannot be reduced; the same reduction here is a plane of input space: the points are the ``resolution`` x ``resolution`` grid (cell
-    centres) of the parallelogram x0 + u (x1 - x0) + v (x2 - x0), 0 <= u, v <= 1, spanned by
-    three samples x0, x1, x2 of ``data`` (the first three, or three drawn by ``generator``),
-    counted as :func:`nngauge.regions` counts with ``method="grid"`` (which this calls): 55 x
-    55 = 3,025 points by default, about the authors' 3,000. For the count over given points
-    (e.g. the data's samples) use :func:`nngauge.activation_patterns`; for the exact number
-    of regions of the plane, :func:`nngauge.regions`.
+    cannot be reduced; the same reduction here is a plane of input space: the points are the
+    ``resolution`` x ``resolution`` grid (cell centres) of the parallelogram x0 + u (x1 - x0)
+    + v (x2 - x0), 0 <= u, v <= 1, spanned by three samples x0, x1, x2 of ``data`` (the first
+    three, or three drawn by ``generator``), counted as :func:`nngauge.regions` counts with
+    ``method="grid"`` (which this calls): 55 x 55 = 3,025 points by default, about the
+    authors' 3,000. For the count over given points (e.g. the data's samples) use
+    :func:`nngauge.activation_patterns`; for the exact number of regions of the plane,
+    :func:`nngauge.regions`.
 
     A point's pattern must not depend on the other points: batchnorm using batch statistics
     is frozen on ``data`` (``norm_mode="frozen"``) unless ``norm_mode`` says otherwise. For
