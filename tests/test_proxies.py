@@ -16,8 +16,8 @@ from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.zoo import ZOO, sample_inputs, sample_labels
 
 LABELLED = ("snip", "grasp", "grad_norm", "fisher")
-ALL = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "te_nas",
-       "te_nas_regions", "n_params", "flops")
+ALL = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "swap",
+       "te_nas", "te_nas_regions", "n_params", "flops")
 
 
 def _seeded(seed):
@@ -207,14 +207,15 @@ def test_te_nas_is_the_condition_number_of_the_hand_built_ntk():
 
 
 def test_te_nas_regions_counts_distinct_patterns_and_the_rank_sums_both():
-    """Four inputs of a 1-D ReLU net with breakpoints 0 and 1 fall in 3 linear regions;
-    te_nas_rank adds the rank by condition number (low first) to the rank by regions (high
-    first)."""
-    net = nn.Sequential(nn.Linear(1, 2), nn.ReLU())
+    """The plane through (0, 0), (1, 0), (0, 1) of a 2-D ReLU net with kinks u = 0.5 and
+    v = 0.5 is cut into 4 regions, which the grid's points all meet; te_nas_rank adds the rank
+    by condition number (low first) to the rank by regions (high first)."""
+    net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
     with torch.no_grad():
-        net[0].weight.fill_(1.0)
-        net[0].bias.copy_(torch.tensor([0.0, -1.0]))
-    assert proxies.te_nas_regions(net, torch.tensor([[-1.0], [0.5], [0.7], [2.0]])) == 3.0
+        net[0].weight.copy_(torch.eye(2))
+        net[0].bias.fill_(-0.5)
+    corners = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [5.0, 5.0]])
+    assert proxies.te_nas_regions(net, corners) == 4.0
     ranks = proxies.te_nas_rank([5.0, math.inf, 2.0], [10, 30, 20])
     assert ranks.tolist() == [5.0, 4.0, 3.0]
 
@@ -286,10 +287,12 @@ def zoo_models():
     return {name: ZOO[name].build(generator=0) for name in ("resnet_small", "lstm", "gpt_small")}
 
 
-REFUSED = {("lstm", "naswot"), ("gpt_small", "naswot"), ("lstm", "te_nas_regions"),
-           ("lstm", "flops")}
-"""No ReLU (naswot), no activation module (te_nas_regions), a fused recurrent op FlopCounterMode
-does not count (flops)."""
+REFUSED = {("lstm", "naswot"), ("gpt_small", "naswot"), ("lstm", "swap"), ("gpt_small", "swap"),
+           ("lstm", "te_nas_regions"), ("lstm", "flops")}
+"""No piecewise-linear unit (naswot, swap), no activation module (te_nas_regions), a fused
+recurrent op FlopCounterMode does not count (flops)."""
+CHEAP = {"te_nas_regions": {"resolution": 8}}
+"""Options that keep a proxy's run short on the zoo's networks (a coarser grid)."""
 
 
 @pytest.mark.slow
@@ -304,7 +307,8 @@ def test_every_proxy_runs_on_a_resnet_an_lstm_and_a_gpt(zoo_models, model_name):
     before = _state(model)
     for name in ALL:
         function = getattr(proxies, name)
-        kwargs = {} if name in ("n_params", "flops") else {"output": entry.output}
+        kwargs = {} if name in ("n_params", "flops") else {"output": entry.output,
+                                                             **CHEAP.get(name, {})}
         call = lambda: function(model, x, y if name in LABELLED else None, **kwargs)  # noqa
         if (model_name, name) in REFUSED:
             with pytest.raises(NNGaugeError, match="expected"):
@@ -319,9 +323,9 @@ def test_every_proxy_runs_on_a_resnet_an_lstm_and_a_gpt(zoo_models, model_name):
 
 def test_bad_inputs_are_refused_with_what_was_expected_and_the_fix():
     """Labels missing for a loss proxy, labels of the wrong shape, one sample for jacob_cov,
-    a network without ReLU for naswot, an operation without a second derivative for grasp,
-    mismatched rank inputs and a non-module model each give an InvalidInputError that says
-    what was expected and how to fix it."""
+    a network without piecewise-linear units for naswot and swap, an operation without a
+    second derivative for grasp, mismatched rank inputs and a non-module model each give an
+    InvalidInputError that says what was expected and how to fix it."""
     model, (x, y) = _mlp(), _data()
     for name in LABELLED:
         with pytest.raises(InvalidInputError, match="labelled data.*Fix: pass labels="):
@@ -332,8 +336,10 @@ def test_bad_inputs_are_refused_with_what_was_expected_and_the_fix():
         proxies.jacob_cov(model, x, batch_size=1)
     with pytest.raises(InvalidInputError, match="at least 2 samples"):
         proxies.jacob_cov(model, x[:1])
-    with pytest.raises(InvalidInputError, match="ReLU-type.*Fix: use jacob_cov"):
+    with pytest.raises(InvalidInputError, match="piecewise-linear.*Fix: use jacob_cov"):
         proxies.naswot(_mlp(act=nn.Tanh), x)
+    with pytest.raises(InvalidInputError, match="piecewise-linear.*Fix: use jacob_cov"):
+        proxies.swap(_mlp(act=nn.SELU), x)
     with pytest.raises(InvalidInputError, match="second derivatives"):
         proxies.grasp(_mlp(act=nn.Hardsigmoid), x, y)
     with pytest.raises(InvalidInputError, match="one condition number and one region count"):

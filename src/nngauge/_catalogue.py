@@ -391,8 +391,10 @@ ENTRIES: tuple[Entry, ...] = (
            cheap={"batch_size": 8}),
     _proxy("jacob_cov", "activation", ("jacob-cov", "section 3"), cheap={"batch_size": 8}),
     _proxy("naswot", "activation", ("naswot", "section 3, eq. 2"), cheap={"batch_size": 8}),
+    _proxy("swap", "activation", ("swap", "section 3"), cheap={"batch_size": 8}),
     _proxy("te_nas", "te-nas", ("te-nas", "section 3.1.1"), cheap={"batch_size": 8}),
-    _proxy("te_nas_regions", "te-nas", ("te-nas", "section 3.1.2"), cheap={"batch_size": 8}),
+    _proxy("te_nas_regions", "te-nas", ("te-nas", "section 3.1.2"), reads="points",
+           cheap={"resolution": 8}),
     # the newer zero-cost proxies (issue 33)
     _proxy("zico", "saliency", ("zico", "section 3.3"), labels=True, cheap={"batch_size": 4}),
     _proxy("meco", "activation", ("meco", "section 4"), cheap={"batch_size": 2}),

@@ -67,6 +67,9 @@ PAPERS: dict[str, tuple[str, str]] = {
     "jacob-cov": ("Mellor et al. (arXiv 2020, v1)",
                   'Mellor, Turner, Storkey & Crowley, "Neural Architecture Search without '
                   'Training", arXiv:2006.04647v1 (2020)'),
+    "swap": ("Peng et al. (ICLR 2024)",
+             'Peng, Song, Fayek, Ciesielski & Chang, "SWAP-NAS: Sample-Wise Activation '
+             'Patterns for Ultra-fast NAS", ICLR 2024'),
     "te-nas": ("Chen et al. (ICLR 2021)",
                'Chen, Gong & Wang, "Neural Architecture Search on ImageNet in Four GPU Hours: '
                'A Theoretically Inspired Perspective", ICLR 2021'),

@@ -10,7 +10,8 @@ and leaves the model exactly as given (parameters, buffers, modes, ``requires_gr
 
 - gradient saliencies: :func:`synflow` (data-free), :func:`snip`, :func:`grasp`,
   :func:`grad_norm`, :func:`fisher` (these four need labels);
-- activation statistics: :func:`naswot` (ReLU code kernel), :func:`jacob_cov`;
+- activation statistics: :func:`naswot` (kernel of the units' linear pieces), :func:`swap`
+  (sample-wise activation patterns), :func:`jacob_cov`;
 - TE-NAS: :func:`te_nas` (NTK condition number), :func:`te_nas_regions`, combined over
   architectures by :func:`te_nas_rank`;
 - the newer proxies: :func:`zico` (gradient statistics over mini-batches; needs labels),
@@ -38,11 +39,12 @@ from nngauge.proxies._ours import (
     trajectory_growth,
 )
 from nngauge.proxies._saliency import fisher, grad_norm, grasp, snip, synflow
+from nngauge.proxies._swap import swap
 from nngauge.proxies._te_nas import te_nas, te_nas_rank, te_nas_regions
 from nngauge.proxies._zen import zen_score
 from nngauge.proxies._zico import zico
 
 __all__ = ["DIRECTIONS", "fisher", "flops", "grad_norm", "grasp", "jacob_cov", "jacobian_growth",
            "kernel_condition", "meco", "meco_opt", "n_params", "naswot", "nlc_rule", "nlc_score",
-           "output_bias", "region_density", "rho_max", "snip", "synflow", "te_nas", "te_nas_rank",
-           "te_nas_regions", "trajectory_growth", "zen_score", "zico"]
+           "output_bias", "region_density", "rho_max", "snip", "swap", "synflow", "te_nas",
+           "te_nas_rank", "te_nas_regions", "trajectory_growth", "zen_score", "zico"]

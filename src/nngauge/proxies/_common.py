@@ -27,13 +27,14 @@ dropout: how the model runs, as in :func:`nngauge.nlc`" (see :mod:`nngauge._inte
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
 from torch import nn
 
-from nngauge._internal.adapter import ModelAdapter
+from nngauge._internal.adapter import ModelAdapter, batch_coupled
 from nngauge._internal.data import Batch
 from nngauge._internal.losses import resolve_loss, with_labels
 from nngauge._internal.options import ModelOptions
@@ -64,6 +65,15 @@ def proxy_batch(model: nn.Module, data: Any, labels: Any, options: ModelOptions,
             raise invalid(where, f"at least {min_samples} samples", f"{len(batch)}",
                           f"pass a batch of {min_samples} or more samples")
         yield adapter, batch, names
+
+
+def per_point(model: nn.Module, options: ModelOptions) -> ModelOptions:
+    """``options`` for a proxy whose points must not see each other: as given, or with
+    ``norm_mode="frozen"`` (statistics of the data, then fixed) where None would leave
+    batchnorm using batch statistics."""
+    if options.norm_mode is None and batch_coupled(model):
+        return replace(options, norm_mode="frozen")
+    return options
 
 
 def trainable(adapter: ModelAdapter, names: frozenset[str], purpose: str, *,

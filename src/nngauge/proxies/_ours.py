@@ -15,14 +15,13 @@ predicts a higher (+1) or a lower (-1) accuracy after training.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 import torch
 from torch import nn
 
 from nngauge._constraints import Check, Integer, Maybe, Real, constrained, declared
-from nngauge._internal.adapter import ModelAdapter, batch_coupled
+from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.data import as_batches
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._vocabulary import renamed
@@ -34,6 +33,7 @@ from nngauge.measures.propagation._correlations import correlations
 from nngauge.measures.propagation._jacobian import FroMethod, Ord, jacobian_norm
 from nngauge.measures.propagation._kernels import Kind, kernel_conditioning
 from nngauge.measures.propagation._nlc import HIGH_BIAS_THRESHOLD, Method, nlc
+from nngauge.proxies._common import per_point
 from nngauge.trajectories import through
 
 NLC_IDEAL = (1.0, 3.0)
@@ -52,9 +52,11 @@ DIRECTIONS: dict[str, int] = {
     "naswot": +1, "te_nas": -1, "te_nas_regions": +1, "n_params": +1, "flops": +1,
     # the newer zero-cost proxies (ZiCo, ICLR 2023; MeCo, NeurIPS 2023; Zen-NAS, ICCV 2021)
     "zico": +1, "meco": +1, "meco_opt": +1, "zen_score": +1,
+    "swap": +1,
 }
 """Proxy name -> +1 when higher values predict higher accuracy after training, -1 when lower
-values do (grasp with Abdelfattah et al.'s sign; te_nas: a condition number, lower is better).
+values do (grasp with Abdelfattah et al.'s sign; te_nas: a condition number, lower is better;
+swap: more distinct sample-wise patterns, Peng et al., ICLR 2024).
 To rank architectures best first, sort by ``-DIRECTIONS[name] * value``."""
 
 
@@ -189,17 +191,29 @@ def nlc_rule(model: nn.Module, data: Any, labels: Any = None, *,
     """
     result = nlc(model, data, batch_size=batch_size, n_batches=n_batches, method=method,
                  n_probes=n_probes, options=options, generator=generator)
-    if result.output_bias > bias_threshold or result.nlc <= 0:
+    return nlc_rule_of(result.nlc, result.output_bias, ideal=ideal,
+                       bias_threshold=bias_threshold)
+
+
+def nlc_rule_of(nlc: float, output_bias: float, *, ideal: tuple[float, float] = NLC_IDEAL,
+                bias_threshold: float = HIGH_BIAS_THRESHOLD) -> float:
+    """:func:`nlc_rule` of an NLC and output bias already measured (a study computes its
+    nlc_rule column from its nlc and output_bias columns with it): inf when ``output_bias >
+    bias_threshold`` or ``nlc <= 0``, else max(0, log10(low / nlc), log10(nlc / high)); NaN
+    when either is NaN (a measure undefined on the network)."""
+    if math.isnan(nlc) or math.isnan(output_bias):
+        return math.nan
+    if output_bias > bias_threshold or nlc <= 0:
         return math.inf
     low, high = ideal
-    return max(0.0, math.log10(low / result.nlc), math.log10(result.nlc / high))
+    return max(0.0, math.log10(low / nlc), math.log10(nlc / high))
 
 
 # ------------------------------------------------------------------ shrinkage and kernels
 
 
-def _layer_units(model: nn.Module, data: Any, where: str, layers: Optional[Sequence[str]],
-                 options: ModelOptions) -> list[tuple[str, int]]:
+def hidden_layers(model: nn.Module, data: Any, where: str, layers: Optional[Sequence[str]],
+                  options: ModelOptions) -> list[tuple[str, int]]:
     """(site name, units per sample) of the sites named in ``layers``, or by default of every
     linear and convolutional site but the last (the read-out): the hidden layers'
     pre-activations, in forward order (after ``input_module``); one forward pass of 2 samples."""
@@ -263,7 +277,7 @@ def jacobian_growth(model: nn.Module, data: Any, labels: Any = None, *,
     """
     where = "jacobian_growth()"
     if layers is None:
-        hidden = [name for name, _ in _layer_units(model, data, where, None, options)]
+        hidden = [name for name, _ in hidden_layers(model, data, where, None, options)]
         if len(hidden) < 2:
             raise invalid(where, "at least two linear or convolutional layers before the "
                           "read-out (the growth is from the first to the last)",
@@ -369,7 +383,7 @@ def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
         True
     """
     where = "kernel_condition()"
-    found = _layer_units(model, data, where, None if layer is None else [layer], options)
+    found = hidden_layers(model, data, where, None if layer is None else [layer], options)
     if not found:
         raise invalid(where, "a linear or convolutional layer before the read-out (the last "
                       "hidden layer's kernel is read)" if layer is None else
@@ -385,15 +399,6 @@ def kernel_condition(model: nn.Module, data: Any, labels: Any = None, *,
 
 
 # ----------------------------------------------------------------------- expressivity
-
-
-def _per_point(model: nn.Module, options: ModelOptions) -> ModelOptions:
-    """``options`` for a per-point measure: as given, or with ``norm_mode="frozen"``
-    (statistics of the data, then fixed) where None would leave batchnorm using batch
-    statistics."""
-    if options.norm_mode is None and batch_coupled(model):
-        return replace(options, norm_mode="frozen")
-    return options
 
 
 @renamed(n_anchors="max_samples", n="resolution")
@@ -449,7 +454,7 @@ def trajectory_growth(model: nn.Module, data: Any, labels: Any = None, *, max_sa
         raise invalid(where, "at least 2 data points for the path to go through",
                       f"{len(anchors)}", "pass more samples")
     result = trajectory_length(model, through(anchors, resolution), layers=layers, tol=tol,
-                               max_points=max_points, options=_per_point(model, options),
+                               max_points=max_points, options=per_point(model, options),
                                norm_data=data)
     depth = len(result.lengths) - 2
     if depth < 1:
@@ -510,7 +515,7 @@ def region_density(model: nn.Module, data: Any, labels: Any = None, *,
     # the directions of the density are drawn before the frames, so the density is unchanged
     return _region_density(model, data, radius=radius, n_directions=n_directions,
                            method=method, max_samples=max_samples, neighbourhood_dims=1,
-                           options=_per_point(model, options), norm_data=data,
+                           options=per_point(model, options), norm_data=data,
                            generator=generator).density
 
 

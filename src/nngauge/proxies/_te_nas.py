@@ -11,6 +11,7 @@ functions, :func:`te_nas` (the condition number) and :func:`te_nas_regions`, and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -18,13 +19,15 @@ import torch
 from scipy.stats import rankdata
 from torch import nn
 
-from nngauge._constraints import Check, Numbers, constrained
+from nngauge._constraints import Check, Integer, Numbers, constrained
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.options import ModelOptions, model_options
-from nngauge._internal.patterns import activation_sites, site_codes
+from nngauge._internal.patterns import activation_sites
 from nngauge.errors import invalid
-from nngauge.proxies._common import finite, proxy_batch, trainable
+from nngauge.measures.expressivity._regions import regions
+from nngauge.proxies._common import finite, per_point, proxy_batch, trainable
 from nngauge.theory import condition_number
+from nngauge.trajectories import make_plane
 
 
 @constrained()
@@ -86,29 +89,54 @@ def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
     return finite(condition_number(theta), where, "NTK condition number (a zero kernel)")
 
 
-@constrained()
-@model_options("output", "input_module", "norm_mode", "dropout")
-def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int = 1000,
-                   options: ModelOptions,
-                   generator: Optional[torch.Generator | int] = None) -> float:
-    """Number of linear regions met by the samples of a batch (Chen, Gong & Wang, ICLR 2021,
-    section 3.1.2): TE-NAS's expressivity indicator R_N, higher is better.
+TE_NAS_RESOLUTION = 55
+"""Grid points per side of :func:`te_nas_regions`' plane: 55 x 55 = 3,025, about the 3,000
+inputs (3 batches of 1,000) over which the authors' code counts."""
+TE_NAS_BOX = (0.0, 1.0, 0.0, 1.0)
+"""The part of the plane :func:`te_nas_regions` counts over, in plane coordinates: the
+parallelogram x0 + u (x1 - x0) + v (x2 - x0), 0 <= u, v <= 1, spanned by three samples."""
 
-    R_N = #{distinct activation patterns among the b samples}, a pattern being the region of
-    every unit of every activation call (ReLU: off / on; the sign of the pre-activation for
-    activations that are not piecewise linear), read by nngauge's activation-pattern machinery
-    (:func:`nngauge.activation_patterns`) in one forward pass of the batch. The authors count
-    over 1000 Gaussian points (hence the default batch size); here the points are the data's
-    samples. ``labels`` is accepted for a uniform signature and not read.
+
+@constrained(resolution=Integer(2))
+@model_options("output", "input_module", "norm_mode")
+def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *,
+                   resolution: int = TE_NAS_RESOLUTION, options: ModelOptions,
+                   generator: Optional[torch.Generator | int] = None) -> float:
+    """Number of linear regions met by about 3,000 points of a low-dimensional part of input
+    space (Chen, Gong & Wang, ICLR 2021, section 3.1.2): TE-NAS's expressivity indicator R_N,
+    higher is better.
+
+    R_N = #{distinct activation patterns among the points}, a pattern being the region of
+    every unit of every activation call (ReLU: off / on; the linear piece of any
+    piecewise-linear activation; the sign of the pre-activation for activations that are not
+    piecewise linear), read by nngauge's activation-pattern machinery. The authors count over
+    3,000 inputs of reduced dimension: random 1 x 3 x 3 crops of training images through a
+    one-channel copy of the candidate (their code's ``Linear_Region_Collector(input_size=(1000,
+    1, 3, 3), sample_batch=3)``), because at full input size every sample falls in a region of
+    its own and R_N equals the number of samples for every network (the first author's answer
+    to issue 10 of the authors' repository, VITA-Group/TENAS). A given network's input size
+    cannot be reduced; the same reduction here is a plane of input space: the points are the
+    ``resolution`` x ``resolution`` grid (cell centres) of the parallelogram x0 + u (x1 - x0)
+    + v (x2 - x0), 0 <= u, v <= 1, spanned by three samples x0, x1, x2 of ``data`` (the first
+    three, or three drawn by ``generator``), counted as :func:`nngauge.regions` counts with
+    ``method="grid"`` (which this calls): 55 x 55 = 3,025 points by default, about the
+    authors' 3,000. For the count over given points (e.g. the data's samples) use
+    :func:`nngauge.activation_patterns`; for the exact number of regions of the plane,
+    :func:`nngauge.regions`.
+
+    A point's pattern must not depend on the other points: batchnorm using batch statistics
+    is frozen on ``data`` (``norm_mode="frozen"``) unless ``norm_mode`` says otherwise. For
+    token models the plane lies in the output of ``input_module`` (the embedding), through the
+    three samples' embeddings. ``labels`` is accepted for a uniform signature and not read.
 
     Args:
         model: any module with activation modules.
-        data: inputs (b, ...), (inputs, labels), a Dataset or a DataLoader.
+        data: inputs (b >= 3, ...), (inputs, labels), a Dataset or a DataLoader.
         labels: not read.
-        batch_size: samples b (the count is at most b).
-        output, input_module, norm_mode, dropout: how the model runs, as in
-            :func:`nngauge.nlc`.
-        generator: draws the batch (and dropout) when given; default the first samples.
+        resolution: grid points per side of the parallelogram (R_N is at most resolution^2).
+        output, input_module: as in :func:`nngauge.nlc`.
+        norm_mode: "eval" or "frozen"; None: as found, frozen where that is batch statistics.
+        generator: draws the three samples when given; default the first three.
 
     Returns:
         R_N (a whole number, as a float).
@@ -116,23 +144,27 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *, batch_siz
     Example:
         >>> import torch
         >>> from torch import nn
-        >>> net = nn.Sequential(nn.Linear(1, 2), nn.ReLU())
+        >>> net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())  # kinks at x1 = 0.5, x2 = 0.5
         >>> with torch.no_grad():
-        ...     _ = net[0].weight.fill_(1.0); _ = net[0].bias.copy_(torch.tensor([0.0, -1.0]))
-        >>> te_nas_regions(net, torch.tensor([[-1.0], [0.5], [0.7], [2.0]]))
-        3.0
+        ...     _ = net[0].weight.copy_(torch.eye(2)); _ = net[0].bias.fill_(-0.5)
+        >>> te_nas_regions(net, torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+        4.0
     """
-    with proxy_batch(model, data, None, options, where="te_nas_regions()", batch_size=batch_size,
-                     generator=generator) as (adapter, batch, _):
-        sites, layers = activation_sites(adapter, batch.inputs[:2], None)
+    where = "te_nas_regions()"
+    options = per_point(model, options)
+    with proxy_batch(model, data, None, options, where=where, batch_size=3,
+                     generator=generator, min_samples=3) as (adapter, batch, _):
+        sites, _ = activation_sites(adapter, batch.inputs[:2], None)
         if not sites:
-            raise invalid(adapter.where, "a network with activation modules (their patterns "
+            raise invalid(where, "a network with activation modules (their patterns "
                           "delimit the linear regions)", "none (recurrent cells and functional "
                           "calls are not read)", "use te_nas, jacob_cov or snip")
-        with torch.no_grad():
-            codes = site_codes(adapter, sites, layers, adapter.measured(batch.inputs),
-                               batch.inputs)
-    return float(torch.unique(torch.cat(codes, dim=1), dim=0).shape[0])
+        anchors = adapter.measured(batch.inputs[:3]).detach()
+        embedded = replace(options, input_module=adapter.input_module)
+    plane = make_plane(*anchors, None, where)
+    return float(regions(model, plane, bounds=TE_NAS_BOX, method="grid", resolution=resolution,
+                         options=embedded, norm_data=data,
+                         template=batch.inputs[0] if embedded.input_module else None).n_regions)
 
 
 KAPPAS = Check(lambda v: not isinstance(v, (str, bytes))

@@ -12,15 +12,16 @@ with accuracy, 95% bootstrap intervals, top-10% precision, paired-bootstrap test
 predictor against the parameter count and FLOPs).
 
 Predictors: the zero-cost proxies (synflow, snip, grasp, grad_norm, fisher, jacob_cov, naswot,
-TE-NAS's NTK condition number and region count), the cost baselines (n_params, flops), and
+swap, TE-NAS's NTK condition number and region count), the cost baselines (n_params, flops), and
 nngauge's (NLC and output bias, the NLC rule with the bias flag, Jacobian growth, rho_max,
 kernel conditioning, trajectory growth, region density). Three combinations, each the mean of
 direction-signed ranks (the sum of ranks TE-NAS uses, section 3.3): ``te_nas_combined`` (its
 condition number and region count), ``vote`` (synflow, jacob_cov and naswot: Abdelfattah et
 al.'s three-proxy vote, section 5, as a rank average) and ``nlc_rule+skip`` (the NLC rule and
 skip connections, section 4 and B.3 of the NLC paper). A predictor undefined on an architecture
-(naswot without ReLU-type units, region_density of a smooth network) is left out there: each
-row states its n.
+(naswot and swap without piecewise-linear units, region_density of a smooth network) is left
+out there: each row states its n. The study computes nlc_rule from the NLC and output bias it
+records (one NLC per network).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ COMBINATIONS = {
     "nlc_rule+skip": ("nlc_rule", "skip"),
 }
 """Combined predictors: name -> the columns whose direction-signed ranks are averaged."""
-ZERO_COST = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "te_nas",
-             "te_nas_regions", "te_nas_combined", "vote")
+ZERO_COST = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "swap",
+             "te_nas", "te_nas_regions", "te_nas_combined", "vote")
 """The zero-cost proxies and their published combinations (not nngauge's predictors)."""
 OURS = ("nlc_rule+skip", "nlc_rule")
 """nngauge's candidate rules: the NLC paper's (NLC in its ideal range, no high bias), alone

@@ -277,21 +277,35 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
              initial=None) -> dict:
     """The columns of the measures ``names`` of ``model`` (:data:`MEASURES`); ``parts`` =
     (train, val, test); ``initial``: the network before training, for the measures that read
-    it (``entry.initial``; None: ``model`` itself, a network at initialization). With
-    ``undefined_as_nan``, a measure undefined on a network whose
-    output is constant over the data (no NLC or bias: e.g. one that training killed) records
-    NaN instead of failing the unit (a trained network's errors are kept)."""
-    measures = {}
-    for name in names:
+    it (``entry.initial``; None: ``model`` itself, a network at initialization). A measure of
+    :data:`DERIVED` is computed from the columns of the measures it derives from, each taken
+    once per call (and recorded only when named). With ``undefined_as_nan``, a measure
+    undefined on a network whose output is constant over the data (no NLC or bias: e.g. one
+    that training killed) records NaN instead of failing the unit (a trained network's errors
+    are kept)."""
+    taken: dict[str, dict] = {}
+
+    def columns(name: str) -> dict:
+        if name in taken:
+            return taken[name]
+        if name in DERIVED:
+            sources, rule = DERIVED[name]
+            taken[name] = rule({k: v for source in sources for k, v in columns(source).items()})
+            return taken[name]
         run = _MEASURE_RUNNERS[name]
         if name in ENTRIES and ENTRIES[name].initial and name not in RULES:
             run = functools.partial(run, initial=model if initial is None else initial)
         try:
-            measures.update(run(model, parts, batch_size, generator))
+            taken[name] = run(model, parts, batch_size, generator)
         except InvalidInputError as exc:
             if not undefined_as_nan or "constant output" not in str(exc):
                 raise
-            measures.update({column: math.nan for column in MEASURES[name]})
+            taken[name] = {column: math.nan for column in MEASURES[name]}
+        return taken[name]
+
+    measures = {}
+    for name in names:
+        measures.update(columns(name))
     return measures
 
 
@@ -301,9 +315,9 @@ def _run(entry, model, parts, batch_size, generator, *, initial=None) -> dict:
     batch, as its paper does), ``generator``, ``initial_model=initial`` where the entry reads
     the network at initialization, and the entry's :data:`OPTIONS`; once per variant
     whose result holds some of the columns (``Entry.column_sources``). A proxy
-    undefined for this architecture (naswot without ReLU-type units, region_density of a
-    smooth network, a synaptic flow past float64) records NaN: a fact about the architecture,
-    not the unit's failure."""
+    undefined for this architecture (naswot without piecewise-linear units, region_density of
+    a smooth network, a synaptic flow past float64) records NaN: a fact about the
+    architecture, not the unit's failure."""
     function = entry.function
     taken = inspect.signature(function).parameters
     options = {"generator": generator} if "generator" in taken else {}
@@ -330,16 +344,23 @@ def _run(entry, model, parts, batch_size, generator, *, initial=None) -> dict:
 
 
 def _kernel_conditioning(model, parts, batch_size, generator):
-    """The top hidden layer's conjugate kernel (Agarwal et al.'s NNGP): the output layer's
-    kernel has rank d_out, and an n x n kernel of width-w features is singular for n > w, so
-    at most ``width`` samples."""
-    from nngauge.measures import kernel_conditioning
+    """The last hidden layer's conjugate kernel (Agarwal et al.'s NNGP), read as
+    :func:`nngauge.proxies.kernel_condition` reads it: the output of the last linear or
+    convolutional layer before the read-out (an MLP's last hidden linear layer, a CNN's last
+    convolution) on min(200, half its units per sample) samples of the training set (n
+    samples of n_l features put the kernel's smallest eigenvalue at the random-matrix edge,
+    near 0, as n nears n_l)."""
+    from nngauge.proxies import kernel_condition
 
-    depth, width = model.config.depth, model.config.width
-    rows = kernel_conditioning(model, parts[0], max_samples=min(200, width)).layers
-    hidden = [row for row in rows
-              if row.name.startswith("layers.") and row.name != f"layers.{depth - 1}.linear"]
-    return {"kernel_condition_number": hidden[-1].condition_number if hidden else math.nan}
+    return {"kernel_condition_number": kernel_condition(model, parts[0])}
+
+
+def _nlc_rule(columns: dict) -> dict:
+    """The NLC paper's rule (:func:`nngauge.proxies.nlc_rule`) of the NLC and output bias the
+    study records: one NLC per network."""
+    from nngauge.proxies._ours import nlc_rule_of
+
+    return {"nlc_rule": nlc_rule_of(columns["nlc"], columns["output_bias"])}
 
 
 def _error_preserving_perturbation(model, parts, batch_size, generator):
@@ -359,6 +380,10 @@ RULES = {"kernel_conditioning": _kernel_conditioning,
 """The study's own ways of taking two measures, by catalogue name (every other entry runs as
 :func:`_run` says): runner ``(model, (train, val, test), batch_size, generator) -> {column:
 value}``."""
+DERIVED = {"nlc_rule": (("nlc",), _nlc_rule)}
+"""Study measures computed from others' columns rather than measured again, by catalogue name:
+(the measures they read, rule ``{column: value} -> {column: value}``). The nlc_rule column is
+the rule of the nlc and output_bias columns (the proxy alone measures its own NLC)."""
 OPTIONS = {"jacob_cov": lambda train: {"batch_size": min(128, train.inputs[0].numel())},
            "gradient_noise": lambda train: {"batch_size": max(1, min(
                GRADIENT_NOISE_BATCH, len(train.labels) // 2))}}
@@ -372,6 +397,7 @@ GRADIENT_NOISE_BATCH = 32
 the training batch size)."""
 
 _MEASURE_RUNNERS = {name: RULES.get(name, functools.partial(_run, entry))
-                    for name, entry in ENTRIES.items()}
-"""Study name (:data:`MEASURES`) -> runner ``(model, (train, val, test), batch_size,
-generator) -> {column: value}``: the rule of :data:`RULES`, else :func:`_run` of the entry."""
+                    for name, entry in ENTRIES.items() if name not in DERIVED}
+"""Study name (:data:`MEASURES`, but those of :data:`DERIVED`) -> runner ``(model, (train,
+val, test), batch_size, generator) -> {column: value}``: the rule of :data:`RULES`, else
+:func:`_run` of the entry."""
