@@ -31,7 +31,7 @@ GOOD = _frame({**FILLER,
                "log_prod_spectral_after": (-0.2, -0.3, -0.1),
                "log_prod_spectral_over_margin_after": (0.0, -0.1, 0.05),
                "n_params": (0.05, -0.05, 0.0),
-               "capacity_l2_path_after": (0.3, 0.2, 0.2), "capacity_spectral_after": (0.1, -0.05, 0.1)})
+               "path_norm_over_margin_after": (0.3, 0.2, 0.2), "log_prod_frobenius_over_margin_after": (0.1, -0.05, 0.1)})
 TAUS = {"nlc": _tau(0.3, 0.2)}
 
 
@@ -59,9 +59,9 @@ def test_every_claim_holds_on_a_table_that_bears_it_out():
      _replace(GOOD, "log_prod_spectral_after", 0.3, 0.2, 0.25), TAUS),
     (claims.params_no_predictor, _replace(GOOD, "n_params", -0.3, -0.4, -0.2), TAUS),
     (claims.nlc_predicts_test_error, GOOD, {"nlc": _tau(0.1, -0.05)}),
-    (claims.neyshabur_norms, _replace(GOOD, "capacity_spectral_after", -0.1, -0.2, 0.0), TAUS),
+    (claims.neyshabur_norms, _replace(GOOD, "log_prod_frobenius_over_margin_after", -0.1, -0.2, 0.0), TAUS),
     (claims.neyshabur_norms,
-     _replace(_replace(GOOD, "capacity_l2_path_after", 0.05, -0.05, 0.1), "capacity_spectral_after",
+     _replace(_replace(GOOD, "path_norm_over_margin_after", 0.05, -0.05, 0.1), "log_prod_frobenius_over_margin_after",
               0.05, -0.05, 0.1), TAUS),
 ], ids=["flatness-rank", "flatness-negative", "spectral-positive", "params-predict",
         "nlc-no-tau", "neyshabur-negative", "neyshabur-not-significant"])

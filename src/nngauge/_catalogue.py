@@ -304,9 +304,7 @@ ENTRIES: tuple[Entry, ...] = (
              ("generalization", "section 2.2"), cheap={"p": 2}, trained=True),
     _measure("capacity", "generalization", "batch", "CapacityResult",
              ("l2", "l1_path", "l2_path", "spectral"), ("generalization", "sections 2.2-2.3"),
-             labels=True, trained=True,
-             columns={f"capacity_{name}": f"log10_{name}"
-                      for name in ("l2", "l1_path", "l2_path", "spectral")}),
+             labels=True, trained=True),
     _measure("fold_batchnorm", "generalization", "weights", None, (),
              ("generalization", "appendix A"), track=None),
     _measure("sharpness", "generalization", "batch", "SharpnessResult", ("sharpness",),

@@ -41,10 +41,12 @@ N_PARAMS = "n_params"
 """The parameter count's column."""
 NLC_AT_INIT = "nlc"
 """The NLC measured at initialization (the study's column before training)."""
-NEYSHABUR: tuple[str, ...] = tuple(f"capacity_{name}{AFTER}"
-                                   for name in ("l2", "l1_path", "l2_path", "spectral"))
-"""Neyshabur et al.'s capacities over the margin (sections 2.2-2.3, :func:`nngauge.capacity`;
-the study records their log10)."""
+NEYSHABUR: tuple[str, ...] = (f"path_norm_over_margin{AFTER}",
+                              f"log_prod_frobenius_over_margin{AFTER}")
+"""Neyshabur et al.'s capacities over the margin that Jiang et al. do not single out (sections
+2.2-2.3: the l2 path norm and the product of Frobenius norms, over the margin squared), as
+:func:`nngauge.norm_measures` records them after training; the spectral one is judged by
+:func:`spectral_not_positive`, where the two papers disagree."""
 
 TOP_FRACTION = 0.25
 """Flatness among the best: its best measure ranks within this top fraction by Psi."""

@@ -264,26 +264,6 @@ class CapacityResult(Result):
 
     margin_percentile = deprecated_attribute("percentile")
 
-    @property
-    def log10_l2(self) -> float:
-        """log10 of :attr:`l2` (finite where the capacity overflows float64)."""
-        return self["l2"].log10_capacity
-
-    @property
-    def log10_l1_path(self) -> float:
-        """log10 of :attr:`l1_path`."""
-        return self["l1_path"].log10_capacity
-
-    @property
-    def log10_l2_path(self) -> float:
-        """log10 of :attr:`l2_path`."""
-        return self["l2_path"].log10_capacity
-
-    @property
-    def log10_spectral(self) -> float:
-        """log10 of :attr:`spectral`."""
-        return self["spectral"].log10_capacity
-
 
 @renamed(margin_percentile="percentile")
 @constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
