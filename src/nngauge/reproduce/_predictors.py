@@ -12,7 +12,8 @@ with accuracy, 95% bootstrap intervals, top-10% precision, paired-bootstrap test
 predictor against the parameter count and FLOPs).
 
 Predictors: the zero-cost proxies (synflow, snip, grasp, grad_norm, fisher, jacob_cov, naswot,
-swap, TE-NAS's NTK condition number and region count), the cost baselines (n_params, flops), and
+swap, TE-NAS's NTK condition number and region count; the newer ZiCo, MeCo, MeCo_opt and
+Zen-score), the cost baselines (n_params, flops), and
 nngauge's (NLC and output bias, the NLC rule with the bias flag, Jacobian growth, rho_max,
 kernel conditioning, trajectory growth, region density). Three combinations, each the mean of
 direction-signed ranks (the sum of ranks TE-NAS uses, section 3.3): ``te_nas_combined`` (its
@@ -56,7 +57,8 @@ COMBINATIONS = {
 }
 """Combined predictors: name -> the columns whose direction-signed ranks are averaged."""
 ZERO_COST = ("synflow", "snip", "grasp", "grad_norm", "fisher", "jacob_cov", "naswot", "swap",
-             "te_nas", "te_nas_regions", "te_nas_combined", "vote")
+             "te_nas", "te_nas_regions", "te_nas_combined", "vote", "zico", "meco", "meco_opt",
+             "zen_score")
 """The zero-cost proxies and their published combinations (not nngauge's predictors)."""
 OURS = ("nlc_rule+skip", "nlc_rule")
 """nngauge's candidate rules: the NLC paper's (NLC in its ideal range, no high bias), alone
