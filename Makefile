@@ -41,7 +41,7 @@ demo: install
 	$(VENV)/bin/nngauge report mlp:depth=10,width=100,activation=relu,norm=batch --data waveform --out nngauge-report.html
 
 test: install-test
-	@echo "==> running the test suite in $(TEST_WORKERS) processes (about 8 minutes on 2 cores)"
+	@echo "==> running the test suite in $(TEST_WORKERS) processes (about 11 minutes on 2 cores)"
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, one table in benchmarks/RESULTS.md (peers: see benchmarks/README.md)
