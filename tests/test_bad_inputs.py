@@ -65,7 +65,7 @@ def _valid_arguments(name: str) -> tuple:
         "expected_sharpness": (net, pair, None, 0.01),
         "pac_bayes": (net, pair, None, [0.01]),
         "sharpness": (net, pair),
-        "fold_batchnorm": (net,), "path_norm": (net,),
+        "fold_batchnorm": (net,), "path_norm": (net,), "layer_spectra": (net,),
         "skim": (net, x, ("0", "1")),
         "dichotomies": (net, x[:3], "0"),
         "trajectory_length": (net, line(x[0], x[1], 9)),

@@ -88,6 +88,7 @@ FUNCTIONAL = {
                                                       generator=_gen())),
     "gradient_noise": ({}, lambda m, x, y: nngauge.gradient_noise(m, (x, y), batch_size=8,
                                                                   generator=_gen())),
+    "layer_spectra": ({}, lambda m, x, y: nngauge.layer_spectra(m)),
 }
 
 
