@@ -294,3 +294,77 @@ def test_a_cnn_traces_with_torch_fx_so_exact_region_measures_run():
     traced = torch.fx.symbolic_trace(net)
     torch.testing.assert_close(traced(x), net(x))
     assert 0 < proxies.region_density(net, x) < float("inf")
+
+
+# ------------------------------------------------------------------ 1-D (residual) CNNs
+
+
+def test_a_one_dimensional_cnn_is_the_hand_written_forward():
+    """image_shape (C, L): Conv1d blocks (kernel 3, padding 1), ReLU, max pooling by 2 after the
+    listed blocks, the identity skip from the second block on, a mean over positions and the
+    read-out: the same logits as F.conv1d / relu / max_pool1d written out, flat or (n, C, L)."""
+    from torch.nn import functional as F
+
+    net = cnn(2 * 12, 6, 3, 4, image_shape=(2, 12), skip=1.0, pool_after=(0, 2), generator=_gen())
+    assert [type(b.conv).__name__ for b in net.blocks] == ["Conv1d"] * 3
+    x = torch.randn(5, 2, 12, generator=_gen(1))
+    h = F.max_pool1d(F.relu(F.conv1d(x, net.blocks[0].conv.weight, net.blocks[0].conv.bias,
+                                     padding=1)), 2)
+    h = h + F.relu(F.conv1d(h, net.blocks[1].conv.weight, net.blocks[1].conv.bias, padding=1))
+    h = h + F.relu(F.conv1d(h, net.blocks[2].conv.weight, net.blocks[2].conv.bias, padding=1))
+    h = F.max_pool1d(h, 2)
+    expected = F.linear(h.mean(-1), net.readout.weight, net.readout.bias)
+    torch.testing.assert_close(net(x), expected)
+    torch.testing.assert_close(net(x.reshape(5, -1)), expected)
+
+
+def test_one_dimensional_parameter_counts_by_hand():
+    """1-D CNN on (n, 40) signals, width 8, depth 2, 10 classes: conv0 1*8*3 + 8 = 32, conv1
+    8*8*3 + 8 = 200, read-out 8*10 + 10 = 90: 322 parameters; batch norm (no affine) and
+    dropout add none, the residual skips add none."""
+    for options in ({}, {"norm": "batch", "dropout": 0.5}, {"skip": 1.0}):
+        net = cnn(40, 8, 2, 10, image_shape=(1, 40), pool_after=(0, 1), **options)
+        assert sum(p.numel() for p in net.parameters()) == 32 + 200 + 90
+
+
+def test_one_dimensional_initialization_statistics():
+    """Gaussian init with sigma_w = sqrt(2) (He et al.'s): a conv's weight entries have variance
+    2 / fan_in with fan_in = in_channels * 3 (within 5% on 196,608 entries); orthogonal init:
+    the weight read as out x (in * 3) has orthonormal rows (out <= in * 3)."""
+    net = cnn(40, 256, 2, 10, image_shape=(1, 40), init="gaussian", sigma_w=math.sqrt(2),
+              generator=_gen())
+    w = net.blocks[1].conv.weight.detach().double()
+    assert w.shape == (256, 256, 3)
+    assert float(w.var()) == pytest.approx(2 / (256 * 3), rel=0.05)
+    assert abs(float(w.mean())) < 0.01 * math.sqrt(2 / 768)
+    ortho = cnn(40, 64, 2, 10, image_shape=(1, 40), generator=_gen()).blocks[1].conv.weight
+    m = ortho.detach().double().reshape(64, -1)
+    torch.testing.assert_close(m @ m.T, torch.eye(64, dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+def test_dropout_is_a_module_after_each_activation_and_the_identity_in_eval_mode():
+    """dropout=p adds blocks.<i>.drop after the activation: the same weights as without it
+    (it draws nothing from the generator), the same outputs in eval mode, zeros in training
+    mode; p outside [0, 1) is refused with the fix."""
+    with_drop = cnn(40, 8, 2, 3, image_shape=(1, 40), dropout=0.5, generator=_gen())
+    plain = cnn(40, 8, 2, 3, image_shape=(1, 40), generator=_gen())
+    assert all(isinstance(b.drop, nn.Dropout) and b.drop.p == 0.5 for b in with_drop.blocks)
+    assert not hasattr(plain.blocks[0], "drop") and with_drop.config.dropout == 0.5
+    assert all(torch.equal(a, b) for a, b in zip(with_drop.state_dict().values(),
+                                                 plain.state_dict().values()))
+    x = torch.randn(6, 40)
+    torch.testing.assert_close(with_drop.eval()(x), plain.eval()(x))
+    with_drop.train()
+    assert not torch.equal(with_drop(x), plain(x))
+    with pytest.raises(InvalidInputError, match=r"dropout.*\[0, 1\).*Fix"):
+        cnn(40, 8, 2, 3, image_shape=(1, 40), dropout=1.0)
+
+
+def test_one_dimensional_pooling_is_bounded_by_the_length():
+    """A length-5 signal allows floor(log2 5) = 2 poolings; a third is refused naming the
+    signal's length."""
+    assert max_poolings((1, 5)) == 2
+    assert cnn(5, 4, 2, 2, image_shape=(1, 5), pool_after=(0, 1))(torch.randn(3, 5)).shape == \
+        (3, 2)
+    with pytest.raises(InvalidInputError, match="5 signal at least 1"):
+        cnn(5, 4, 3, 2, image_shape=(1, 5), pool_after=(0, 1, 2))

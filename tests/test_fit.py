@@ -10,7 +10,7 @@ from nngauge.data import split, standardize, waveform_noise
 from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.nn import mlp
 from nngauge.training import (StallSchedule, classification_error, fit, lr_search, output_scale,
-                              smallest_lr)
+                              smallest_lr, steps_to_loss)
 from nngauge.training import _fit
 
 
@@ -153,7 +153,7 @@ def test_fit_in_float64(waveform):
     assert result.stopped_by == "max_epochs" and not result.diverged
     frame = result.to_frame()
     assert list(frame.columns) == ["epoch", "lr", "train_loss", "train_error", "val_error",
-                                   "action", "steps"] and len(frame) == 4
+                                   "action", "steps", "train_set_loss"] and len(frame) == 4
 
 
 def test_fit_reports_divergence_and_keeps_the_best_weights():
@@ -359,3 +359,95 @@ def test_the_checks_accept_one_validation_sample_on_a_batchnorm_net():
     net = mlp(40, 8, 2, 3, norm="batch", generator=torch.Generator().manual_seed(0))
     result = fit(net, (x[:40], y[:40]), (x[40:], y[40:]), lr=0.1, max_epochs=1, batch_size=20)
     assert result.best_val_error in (0.0, 1.0) and net.training
+
+
+# ------------------------------------------------- Jiang et al.'s stopping rule (target_loss)
+
+
+def _blobs(n=200, d=5, seed=0):
+    """Two well separated Gaussian blobs: an easy problem any MLP fits to zero loss."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 2
+    return (torch.randn(n, d, generator=g) + 4.0 * (2 * y[:, None] - 1)).float(), y
+
+
+def test_target_loss_stops_at_the_target_on_an_easy_problem():
+    """On separable blobs, training stops as soon as the whole training set's cross-entropy
+    (eval mode, checked after each epoch) is <= 0.01: reason "target_loss", the final loss
+    recomputed by hand at most 0.01 and the loss one epoch earlier above it, the step count
+    that of the history, steps_to_loss reading the whole set's loss (0.1 first reached no later
+    than 0.01, which is the last step), and the model at its final weights."""
+    x, y = _blobs()
+    net = mlp(5, 16, 2, 2, generator=torch.Generator().manual_seed(0))
+    result = fit(net, (x, y), lr=0.05, momentum=0.9, batch_size=50, target_loss=0.01,
+                 max_steps=5000, loss_scaling=False, generator=torch.Generator().manual_seed(0))
+    assert result.stopped_by == "target_loss" and not result.diverged
+    with torch.no_grad():
+        by_hand = float(nn.functional.cross_entropy(net.eval()(x), y))
+    assert by_hand == pytest.approx(result.train_set_loss, rel=1e-5) and by_hand <= 0.01
+    assert result.history[-2].train_set_loss > 0.01
+    assert result.steps == result.history[-1].steps < 5000
+    assert result.steps == 4 * result.epochs  # 200 samples in batches of 50
+    assert steps_to_loss(result, 0.01) == result.steps
+    first = next(row for row in result.history if row.train_set_loss <= 0.1)
+    assert 0 < steps_to_loss(result, 0.1) == first.steps <= result.steps
+    assert result.history[-1].action == "target_loss" and result.best_epoch == result.epochs
+    assert result.train_error == 0.0 and math.isnan(result.best_val_error)
+
+
+def test_target_loss_stops_at_the_step_cap_on_an_impossible_problem():
+    """Random labels a width-2 network cannot fit: training stops at max_steps, within an epoch
+    (200 samples in batches of 64 make 4 steps an epoch, so 50 steps end mid-epoch 13), reason
+    "max_steps", no loss milestone reached; validation data are then only reported."""
+    x = torch.randn(200, 5, generator=torch.Generator().manual_seed(1))
+    y = torch.randint(2, (200,), generator=torch.Generator().manual_seed(2))
+    net = mlp(5, 2, 2, 2, generator=torch.Generator().manual_seed(0))
+    result = fit(net, (x, y), (x[:50], y[:50]), lr=0.01, batch_size=64, target_loss=0.01,
+                 max_steps=50, generator=torch.Generator().manual_seed(0))
+    assert result.stopped_by == "max_steps" and result.steps == 50
+    assert result.epochs == 13 and [r.steps for r in result.history[-2:]] == [48, 50]
+    assert steps_to_loss(result, 0.1) is None and result.train_set_loss > 0.5
+    assert result.best_val_error == _fit.classification_error(net, (x[:50], y[:50]))
+    capped = fit(mlp(5, 2, 2, 2, generator=torch.Generator().manual_seed(0)), (x, y), lr=0.01,
+                 batch_size=64, target_loss=0.01, max_epochs=3)
+    assert capped.stopped_by == "max_epochs" and capped.epochs == 3 and capped.steps == 12
+
+
+def test_target_loss_reports_divergence_and_the_schedule_respects_max_steps():
+    x, y = _blobs(100)
+    result = fit(mlp(5, 8, 2, 2, generator=torch.Generator().manual_seed(0)), (x, y), lr=1e30,
+                 batch_size=50, target_loss=0.01, max_steps=100)
+    assert result.stopped_by == "diverged" and result.diverged
+    assert math.isnan(result.train_set_loss) and result.history[-1].action == "diverged"
+    scheduled = fit(mlp(5, 8, 2, 2, generator=torch.Generator().manual_seed(0)), (x, y),
+                    (x, y), lr=0.01, batch_size=30, max_steps=10)
+    assert scheduled.stopped_by == "max_steps" and scheduled.steps == 10
+    assert math.isnan(scheduled.train_set_loss)
+
+
+def test_weight_decay_is_the_l2_term_of_the_sgd_step():
+    """One full-batch SGD step with weight decay lambda is w - lr (grad + lambda w), for every
+    parameter (biases included), compared with the hand-made step."""
+    x, y = _blobs(40)
+    net = mlp(5, 8, 2, 2, bias_std=0.3, generator=torch.Generator().manual_seed(0))
+    manual = mlp(5, 8, 2, 2, bias_std=0.3, generator=torch.Generator().manual_seed(0))
+    nn.functional.cross_entropy(manual(x), y).backward()
+    with torch.no_grad():
+        for p in manual.parameters():
+            p -= 0.1 * (p.grad + 0.5 * p)
+    fit(net, (x, y), lr=0.1, weight_decay=0.5, batch_size=40, target_loss=1e-6, max_steps=1,
+        loss_scaling=False)
+    for p, q in zip(net.parameters(), manual.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({}, r"val.*target_loss.*Fix"),
+    ({"target_loss": 0.0}, "target_loss"),
+    ({"target_loss": 0.01, "max_steps": 0}, "max_steps"),
+    ({"target_loss": 0.01, "weight_decay": -1.0}, "weight_decay"),
+])
+def test_the_stopping_rule_refuses_bad_options(kwargs, match):
+    x, y = _blobs(20)
+    with pytest.raises(InvalidInputError, match=match):
+        fit(mlp(5, 4, 2, 2), (x, y), lr=0.1, **kwargs)

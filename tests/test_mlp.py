@@ -108,3 +108,22 @@ def test_numpy_integer_sizes_give_python_ints_in_the_config():
     net = mlp(np.int64(3), np.int64(4), np.int64(3), np.int64(2))
     assert all(type(getattr(net.config, k)) is int for k in ("d_in", "width", "depth", "d_out"))
     assert net(torch.randn(2, 3)).shape == (2, 2)
+
+
+def test_dropout_follows_every_hidden_activation():
+    """dropout=p puts layers.<i>.drop (nn.Dropout(p)) after every hidden activation, none after
+    the output layer; the weights equal those of the network without dropout, eval outputs
+    too; in training mode about a fraction p of the hidden units are zeroed."""
+    net = mlp(10, 400, 3, 2, dropout=0.25, generator=torch.Generator().manual_seed(0))
+    plain = mlp(10, 400, 3, 2, generator=torch.Generator().manual_seed(0))
+    assert [hasattr(block, "drop") for block in net.layers] == [True, True, False]
+    assert net.layers[0].drop.p == 0.25 and net.config.dropout == 0.25
+    assert plain.config.dropout == 0.0 and not hasattr(plain.layers[0], "drop")
+    x = torch.randn(64, 10)
+    torch.testing.assert_close(net.eval()(x), plain.eval()(x))
+    net.train()
+    hidden = net.layers[0].drop(torch.ones(64, 400))
+    assert float((hidden == 0).double().mean()) == pytest.approx(0.25, abs=0.01)
+    assert float(hidden.max()) == pytest.approx(1 / 0.75)
+    assert [type(m).__name__ for m in net.to_sequential()][:4] == ["Linear", "ActivationModule",
+                                                                   "Dropout", "Linear"]

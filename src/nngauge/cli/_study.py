@@ -14,8 +14,8 @@ from nngauge.cli._help import Command, Group, epilog
 DB_HELP = "SQLAlchemy URL of the results database, e.g. sqlite:///study.db."
 RUN_EXAMPLES = (
     "nngauge study run examples/study_small.toml --db sqlite:///study.db",
-    "nngauge study run examples/study_small.toml --db sqlite:///study.db --workers 4",
     "nngauge study run examples/study_small.toml --executor ray --address auto",
+    "nngauge study run examples/zoo.toml --db sqlite:///zoo.db --workers 2",
 )
 SUMMARIZE_EXAMPLES = (
     "nngauge study summarize --db sqlite:///study.db",
@@ -32,7 +32,8 @@ study_app = typer.Typer(cls=Group,
 @study_app.command("run", cls=Command, epilog=epilog(*RUN_EXAMPLES))
 def run(
     spec: Path = typer.Argument(..., metavar="SPEC",
-                                help="The study spec (TOML); see examples/study_small.toml."),
+                                help="The study spec (TOML, or JSON); see examples/study_small.toml, and "
+                                "examples/zoo.toml for a model zoo ([grid])."),
     db: str = typer.Option("sqlite:///study.db", "--db", help=DB_HELP),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
     address: Optional[str] = typer.Option(None, "--address",
@@ -77,7 +78,8 @@ def summarize(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for points.csv, "
                                        "correlations.csv and nlc_vs_test_error.png (with "
                                        "--predictors also predictors.csv, pairwise.csv and "
-                                       "predictors.png)."),
+                                       "predictors.png; for a model zoo also networks.csv, "
+                                       "one row per network)."),
     study: Optional[str] = typer.Option(None, "--study", help="Study name or id (default: "
                                         "the only one in the database)."),
     top_fraction: float = typer.Option(0.1, "--top-fraction", min=0.0, max=1.0,
@@ -89,7 +91,8 @@ def summarize(
                                     "top-fraction precision, and which of the baselines "
                                     "n_params and flops it beats significantly."),
 ) -> None:
-    """Rank correlations of init measures with test error, and the NLC figure."""
+    """Rank correlations of init measures with test error, and the NLC figure (for a model
+    zoo also every network's hyperparameters, gap and record)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -117,6 +120,11 @@ def summarize(
                       f"test error): {low:.3g} .. {high:.3g}")
     if out is not None:
         written = result.save(out) + (ranked.save(out) if ranked is not None else [])
+        if result.hyperparameters:  # a model zoo: every network's hyperparameters and record
+            from nngauge.studies import network_table
+
+            written.append(out / "networks.csv")
+            network_table(db, study=result.study_id).to_csv(written[-1], index=False)
         console.print("wrote " + ", ".join(str(p) for p in written))
 
 

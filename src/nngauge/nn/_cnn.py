@@ -2,7 +2,10 @@
 
 The second architecture family of nngauge's predictor benchmark (issue 21: predict test error
 before training, nngauge's predictors against zero-cost proxies): small CNNs on the 8 x 8
-digits images. The first family is the fully-connected networks of the NLC paper's sampler
+digits images; with a two-entry ``image_shape`` (C, L), the same blocks in one dimension: the
+1-D CNNs and residual 1-D CNNs of the model zoo (:mod:`nngauge.studies`, ``[grid]``) on
+signals such as MNIST-1D's length-40 sequences (Greydanus, "Scaling down Deep Learning",
+arXiv:2011.14439, 2020). The first family is the fully-connected networks of the NLC paper's sampler
 (Philipp & Carbonell, "The Nonlinearity Coefficient - Predicting Generalization in Deep Neural
 Networks", arXiv:1806.00179, 2018, appendix C; :func:`nngauge.nn.sample_architecture`);
 :func:`sample_cnn` draws this family with the same activations, initialization scales and
@@ -11,17 +14,22 @@ normalization rule.
 A network takes FLAT inputs (batch, C*H*W) (or already shaped (batch, C, H, W)), reshapes them
 to ``image_shape`` and applies ``depth`` blocks, block i = 0..depth-1 being
 
-    h -> act(norm(conv_i(h))) [+ skip * h when i >= 1] [-> 2x2 max pool when i in pool_after]
+    h -> drop(act(norm(conv_i(h)))) [+ skip * h when i >= 1] [-> max pool when i in pool_after]
 
-(conv: kernel 3, padding 1, ``width`` output channels; norm: none or BatchNorm2d without
-trainable affine parameters; the residual skip of strength ``skip`` is the identity), then
-global average pooling over the remaining H' x W' positions and a linear read-out to d_out.
+(conv: kernel 3, padding 1, ``width`` output channels; norm: none or batch normalization
+without trainable affine parameters; drop: dropout of probability ``dropout``, absent at 0;
+the residual skip of strength ``skip`` is the identity, so ``skip=1`` makes a residual network
+in the sense of He et al. 2016 with one convolution per block; max pool: 2x2, or 2 in one
+dimension), then global average pooling over the remaining positions and a linear read-out to
+d_out. Signals (``image_shape`` = (C, L), inputs (batch, C*L) or (batch, C, L)) take the same
+blocks with one-dimensional convolutions (kernel 3), batch normalization and pooling.
 
 Initialization as :func:`nngauge.nn.mlp` (NLC appendix C), a convolution's weight read as the
-out x (in * 3 * 3) matrix of its fan-in: ``init="orthogonal"``: a submatrix of a uniformly
-random orthogonal matrix times max(1, sqrt(rows / cols)); ``init="gaussian"``: entries
-N(0, 1 / fan_in). Weights are multiplied by ``sigma_w`` (default sqrt(1 - bias_std^2)), biases
-are N(0, bias_std^2), and ``scale`` multiplies both.
+out x (in * 3 * 3) matrix of its fan-in (out x (in * 3) in one dimension):
+``init="orthogonal"``: a submatrix of a uniformly random orthogonal matrix times
+max(1, sqrt(rows / cols)); ``init="gaussian"``: entries N(0, 1 / fan_in). Weights are
+multiplied by ``sigma_w`` (default sqrt(1 - bias_std^2)), biases are N(0, bias_std^2), and
+``scale`` multiplies both.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from nngauge._constraints import Check, Choice, Integer, Maybe, Real, constraine
 from nngauge.activations import Activation
 from nngauge.activations._spec import from_spec
 from nngauge.errors import UnknownNameError, invalid
-from nngauge.nn._mlp import ACTIVATION, FLOAT_DTYPE, Init, orthogonal_submatrix
+from nngauge.nn._mlp import ACTIVATION, DROPOUT, FLOAT_DTYPE, Init, orthogonal_submatrix
 from nngauge.nn._sampler import (
     BIAS_VARIANCE,
     GENERATOR_OR_SEED,
@@ -62,12 +70,17 @@ def _positive_ints(value, length: Optional[int] = None) -> bool:
             and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value))
 
 
-IMAGE_SHAPE = Check(lambda v: _positive_ints(v, 3),
-                    "three positive integers (channels, height, width)",
-                    ((8, 8), (1, 0, 8), "1x8x8"))
+IMAGE_SHAPE = Check(lambda v: _positive_ints(v) and len(v) in (2, 3),
+                    "two or three positive integers: (channels, length) of signals or "
+                    "(channels, height, width) of images", ((8,), (1, 0, 8), "1x8x8"))
 POOL_AFTER = Check(lambda v: isinstance(v, (tuple, list)) and all(
     isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) and len(set(v)) == len(v),
     "a sequence of distinct block indices >= 0", ((-1,), (1, 1), 2))
+
+
+_LAYERS = {1: (nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d),
+           2: (nn.Conv2d, nn.BatchNorm2d, nn.MaxPool2d)}
+"""Spatial dimensions -> (convolution, batch normalization, max pooling)."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,7 @@ class CNNConfig:
     width: int
     depth: int
     d_out: int
-    image_shape: tuple[int, int, int]
+    image_shape: tuple[int, ...]
     activation: str
     norm: Optional[str]
     skip: Optional[float]
@@ -87,6 +100,7 @@ class CNNConfig:
     sigma_w: float
     bias_std: float
     scale: float
+    dropout: float = 0.0
 
     def to_dict(self) -> dict:
         """Plain JSON-ready content plus ``"family": "cnn"``: ``cnn(**d)`` without the family
@@ -98,26 +112,30 @@ class CNNConfig:
 class CNN(nn.Module):
     """A convolutional network built by :func:`cnn`; ``config`` says how.
 
-    Submodules: ``blocks.<i>.conv``, ``blocks.<i>.norm``, ``blocks.<i>.act``, ``blocks.<i>.pool``
-    (i = 0..depth-1; norm and pool where present) and ``readout``.
+    Submodules: ``blocks.<i>.conv``, ``blocks.<i>.norm``, ``blocks.<i>.act``, ``blocks.<i>.drop``,
+    ``blocks.<i>.pool`` (i = 0..depth-1; norm, drop and pool where present) and ``readout``.
 
-    Shapes: input (batch, C*H*W) or (batch, C, H, W) -> output (batch, d_out).
+    Shapes: input (batch, C*H*W) or (batch, C, H, W) -> output (batch, d_out); for signals,
+    (batch, C*L) or (batch, C, L).
     """
 
     def __init__(self, config: CNNConfig, activation: Activation) -> None:
         super().__init__()
         self.config = config
         channels = config.image_shape[0]
+        conv, norm, pool = _LAYERS[len(config.image_shape) - 1]
         self.blocks = nn.ModuleList()
         for i in range(config.depth):
             block = nn.Module()
-            block.conv = nn.Conv2d(channels if i == 0 else config.width, config.width, KERNEL,
-                                   padding=KERNEL // 2)
+            block.conv = conv(channels if i == 0 else config.width, config.width, KERNEL,
+                              padding=KERNEL // 2)
             if config.norm == "batch":
-                block.norm = nn.BatchNorm2d(config.width, affine=False)
+                block.norm = norm(config.width, affine=False)
             block.act = activation.module()
+            if config.dropout > 0:
+                block.drop = nn.Dropout(config.dropout)
             if i in config.pool_after:
-                block.pool = nn.MaxPool2d(2)
+                block.pool = pool(2)
             self.blocks.append(block)
         self.readout = nn.Linear(config.width, config.d_out)
 
@@ -135,17 +153,20 @@ class CNN(nn.Module):
             if hasattr(block, "norm"):
                 h = block.norm(h)
             h = block.act(h)
+            if hasattr(block, "drop"):
+                h = block.drop(h)
             x = h + cfg.skip * x if cfg.skip is not None and i >= 1 else h
             if hasattr(block, "pool"):
                 x = block.pool(x)
-        return self.readout(x.mean(dim=(-2, -1)))
+        return self.readout(x.mean(dim=tuple(range(1 - len(shape), 0))))
+
 
 
 @constrained(d_in=Integer(1), width=Integer(1), depth=Integer(1), d_out=Integer(1),
              image_shape=IMAGE_SHAPE, activation=ACTIVATION, norm=Maybe(Choice("batch")),
              skip=Maybe(Real()), pool_after=POOL_AFTER, init=Choice("orthogonal", "gaussian"),
              sigma_w=Maybe(Real(0, low_open=True)), bias_std=Real(0),
-             scale=Real(0, low_open=True), dtype=FLOAT_DTYPE)
+             scale=Real(0, low_open=True), dropout=DROPOUT, dtype=FLOAT_DTYPE)
 def cnn(
     d_in: int,
     width: int,
@@ -161,26 +182,32 @@ def cnn(
     sigma_w: Optional[float] = None,
     bias_std: float = 0.0,
     scale: float = 1.0,
+    dropout: float = 0.0,
     generator: Optional[torch.Generator | int] = None,
     dtype: torch.dtype = torch.float32,
 ) -> CNN:
-    """A small convolutional classifier on flat image inputs (see the module docstring): the
-    "small CNNs on digits images" family of the predictor benchmark, counterpart of the NLC
-    paper's MLPs (Philipp & Carbonell, arXiv:1806.00179, appendix C).
+    """A small convolutional classifier on flat image or signal inputs (see the module
+    docstring): the "small CNNs on digits images" family of the predictor benchmark,
+    counterpart of the NLC paper's MLPs (Philipp & Carbonell, arXiv:1806.00179, appendix C),
+    and with ``image_shape=(C, L)`` the 1-D CNN (``skip=1.0``: residual 1-D CNN) of the model
+    zoo.
 
     Args:
-        d_in: input features C*H*W (must equal the product of ``image_shape``).
+        d_in: input features C*H*W or C*L (must equal the product of ``image_shape``).
         width: channels of every block. depth: number of conv blocks (>= 1). d_out: outputs.
-        image_shape: (C, H, W) the flat inputs are reshaped to (default digits' (1, 8, 8)).
+        image_shape: (C, H, W) of images or (C, L) of signals the flat inputs are reshaped to
+            (default digits' (1, 8, 8)); two entries make every layer one-dimensional.
         activation: a registry name, a spec or an :class:`~nngauge.activations.Activation`.
         norm: None or ``"batch"`` (BatchNorm2d without trainable affine parameters).
         skip: None, or the strength of the identity skip around each block after the first.
-        pool_after: blocks followed by 2x2 max pooling (each pooling halves H and W, rounding
-            down; no more poolings than keep H and W >= 1).
+        pool_after: blocks followed by max pooling (each pooling halves H and W, or L,
+            rounding down; no more poolings than keep them >= 1).
         init: ``"orthogonal"`` (default) or ``"gaussian"``, as :func:`nngauge.nn.mlp`.
         sigma_w: weight multiplier (> 0); default sqrt(1 - bias_std^2).
         bias_std: standard deviation of the initial biases, >= 0.
         scale: joint multiplier of weights and biases, > 0.
+        dropout: probability in [0, 1) of zeroing each unit of a block after its activation,
+            in training mode (default 0: no dropout module).
         generator: torch generator for a reproducible initialization.
         dtype: parameter dtype (floating point).
 
@@ -191,6 +218,10 @@ def cnn(
         ...           generator=torch.Generator().manual_seed(0))
         >>> net(torch.randn(4, 64)).shape, net(torch.randn(4, 1, 8, 8)).shape
         (torch.Size([4, 10]), torch.Size([4, 10]))
+        >>> resnet1d = cnn(40, 16, 4, 10, image_shape=(1, 40), skip=1.0, pool_after=(0, 1),
+        ...                dropout=0.25, generator=0)  # a residual 1-D CNN on (n, 40) signals
+        >>> resnet1d(torch.randn(4, 40)).shape, type(resnet1d.blocks[0].conv).__name__
+        (torch.Size([4, 10]), 'Conv1d')
     """
     where = "cnn()"
     d_in, width, depth, d_out = int(d_in), int(width), int(depth), int(d_out)
@@ -203,8 +234,10 @@ def cnn(
         raise invalid(where, f"pool_after indices of blocks 0..{depth - 1}",
                       f"pool_after={pool_after}", "drop the indices past the last block")
     if len(pool_after) > max_poolings(image_shape):
+        size = "x".join(map(str, image_shape[1:]))
         raise invalid(where, f"at most {max_poolings(image_shape)} poolings, keeping the "
-                      f"{image_shape[1]}x{image_shape[2]} image at least 1x1",
+                      f"{size} {'image' if len(image_shape) == 3 else 'signal'} at least "
+                      f"{'1x1' if len(image_shape) == 3 else '1'}",
                       f"pool_after={pool_after}", "pool after fewer blocks")
     if sigma_w is None:
         if bias_std >= 1:
@@ -214,15 +247,16 @@ def cnn(
     act = from_spec(activation)
     config = CNNConfig(d_in, width, depth, d_out, image_shape, act.label, norm,
                        None if skip is None else float(skip), pool_after, init,
-                       float(sigma_w), float(bias_std), float(scale))
+                       float(sigma_w), float(bias_std), float(scale), float(dropout))
     model = CNN(config, act).to(dtype)
     _initialize(model, generator)
     return model
 
 
 def max_poolings(image_shape: Sequence[int]) -> int:
-    """How many 2x2 poolings keep an (C, H, W) image at least 1x1: floor(log2(min(H, W)))."""
-    return int(math.log2(min(image_shape[1], image_shape[2])))
+    """How many poolings by 2 keep an (C, H, W) image at least 1x1, or a (C, L) signal at
+    least 1 long: floor(log2(min(H, W))), floor(log2(L))."""
+    return int(math.log2(min(image_shape[1:])))
 
 
 @torch.no_grad()
@@ -258,6 +292,8 @@ def describe_cnn(config: dict) -> str:
         parts.append(f"skip {config['skip']:.3g}")
     if config.get("pool_after"):
         parts.append("pool after " + ", ".join(map(str, config["pool_after"])))
+    if config.get("dropout"):
+        parts.append(f"dropout {config['dropout']:g}")
     if config.get("bias_std"):
         parts.append(f"bias std {config['bias_std']:.3g}")
     if config.get("scale", 1.0) != 1.0:

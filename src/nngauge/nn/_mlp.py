@@ -2,14 +2,17 @@
 
 A network of ``depth`` weight layers (depth 2 has one activation). Layer l = 1..depth is
 
-    linear_l -> [norm_l] -> activation      (the last layer is linear only)
+    linear_l -> [norm_l] -> activation -> [dropout]     (the last layer is linear only)
 
-with normalization none / batch / layer (no trainable affine parameters). Skip connections
-(NLC appendix C, after He et al. 2016) bypass two layers: skip k starts after the linear (or
-the normalization) of layer 2k - 1 and is added, times ``skip`` (its strength), right after the
-linear operation of layer 2k + 1. ``depth`` must then be odd, so that the last skip ends after
-the last linear operation; that last skip maps width -> d_out through a fixed (untrained)
-d_out x width submatrix of a random orthogonal matrix times max(1, sqrt(d_out / width)).
+with normalization none / batch / layer (no trainable affine parameters) and dropout of
+probability ``dropout`` (Srivastava et al. 2014; none at 0, the default: the module is then
+absent, and in eval mode dropout is the identity).
+
+Skip connections (NLC appendix C, after He et al. 2016) bypass two layers: skip k starts after
+the linear (or the normalization) of layer 2k - 1 and is added, times ``skip`` (its strength),
+right after the linear operation of layer 2k + 1. ``depth`` must then be odd, so that the last
+skip ends after the last linear operation; that last skip maps width -> d_out through a fixed
+(untrained) d_out x width submatrix of a random orthogonal matrix times max(1, sqrt(d_out / width)).
 
 Initialization (appendix C): ``init="orthogonal"``: W is a d_out x d_in submatrix of a uniformly
 random orthogonal matrix times max(1, sqrt(d_out / d_in)); ``init="gaussian"``: W_ij ~
@@ -55,6 +58,7 @@ class MLPConfig:
     sigma_w: float
     bias_std: float
     scale: float
+    dropout: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,8 +67,9 @@ class MLPConfig:
 class MLP(nn.Module):
     """A fully-connected network built by :func:`mlp`; ``config`` says how.
 
-    Submodules are named ``layers.<i>.linear``, ``layers.<i>.norm`` and ``layers.<i>.act``
-    (i = 0..depth-1); the fixed last-skip projection is the buffer ``skip_projection``.
+    Submodules are named ``layers.<i>.linear``, ``layers.<i>.norm``, ``layers.<i>.act`` and
+    ``layers.<i>.drop`` (i = 0..depth-1; norm, act and drop where present); the fixed last-skip
+    projection is the buffer ``skip_projection``.
 
     Shapes: input (batch, d_in) -> output (batch, d_out).
     """
@@ -84,6 +89,8 @@ class MLP(nn.Module):
                               else nn.LayerNorm(widths[i + 1], elementwise_affine=False))
             if not last:
                 block.act = activation.module()
+                if config.dropout > 0:
+                    block.drop = nn.Dropout(config.dropout)
             self.layers.append(block)
         if config.skip is not None:
             self.register_buffer("skip_projection", torch.empty(config.d_out, config.width))
@@ -106,12 +113,14 @@ class MLP(nn.Module):
                 skip = x
             if hasattr(block, "act"):
                 x = block.act(x)
+            if hasattr(block, "drop"):
+                x = block.drop(x)
         return x
 
     def to_sequential(self) -> nn.Sequential:
         """The same function as an ``nn.Sequential`` of the same (shared) modules, in order
-        ``linear, norm, act`` per layer: what :func:`nngauge.skim` and other tools that work on
-        a chain of children need. Only for networks without skip connections.
+        ``linear, norm, act, drop`` per layer: what :func:`nngauge.skim` and other tools that
+        work on a chain of children need. Only for networks without skip connections.
 
         Example:
             >>> import torch
@@ -130,6 +139,8 @@ class MLP(nn.Module):
 ACTIVATION = Instance((str, Activation), "an activation name or spec (str) or an "
                       "nngauge Activation", (3, None, ("relu",)))
 """What :func:`nngauge.activations.from_spec` accepts (the spec itself is parsed there)."""
+DROPOUT = Real(0, 1, high_open=True)
+"""A dropout probability: in [0, 1)."""
 FLOAT_DTYPE = Check(lambda v: isinstance(v, torch.dtype) and v.is_floating_point,
                     "a floating-point torch.dtype, e.g. torch.float64",
                     ("float64", torch.int64, None))
@@ -139,7 +150,7 @@ FLOAT_DTYPE = Check(lambda v: isinstance(v, torch.dtype) and v.is_floating_point
              activation=ACTIVATION, norm=Maybe(Choice.literal(NormKind)),
              skip=Maybe(Real()), skip_start=Choice.literal(SkipStart), init=Choice.literal(Init),
              sigma_w=Maybe(Real(0, low_open=True)), bias_std=Real(0),
-             scale=Real(0, low_open=True), dtype=FLOAT_DTYPE)
+             scale=Real(0, low_open=True), dropout=DROPOUT, dtype=FLOAT_DTYPE)
 def mlp(
     d_in: int,
     width: int,
@@ -154,6 +165,7 @@ def mlp(
     sigma_w: Optional[float] = None,
     bias_std: float = 0.0,
     scale: float = 1.0,
+    dropout: float = 0.0,
     generator: Optional[torch.Generator | int] = None,
     dtype: torch.dtype = torch.float32,
 ) -> MLP:
@@ -172,6 +184,8 @@ def mlp(
         sigma_w: weight multiplier (> 0); default sqrt(1 - bias_std^2) (the paper's correction).
         bias_std: standard deviation of the initial biases, >= 0 (paper: 0 or sqrt(0.05)).
         scale: joint multiplier of weights and biases, > 0 (paper: 0.9, 1 or 1.1).
+        dropout: probability in [0, 1) of zeroing each hidden unit after its activation, in
+            training mode (default 0: no dropout module).
         generator: torch generator for a reproducible initialization.
         dtype: parameter dtype (floating point).
 
@@ -197,7 +211,7 @@ def mlp(
     act = from_spec(activation)
     config = MLPConfig(d_in, width, depth, d_out, act.label, norm,
                        None if skip is None else float(skip), skip_start, init,
-                       float(sigma_w), float(bias_std), float(scale))
+                       float(sigma_w), float(bias_std), float(scale), float(dropout))
     model = MLP(config, act).to(dtype)
     _initialize(model, generator)
     return model

@@ -236,7 +236,7 @@ def _build_mlp(options: dict, data: Optional[DataSource], seed: int) -> nn.Modul
 
 BUILTINS: dict[str, Callable] = {"mlp": _build_mlp}
 _BUILTIN_KEYS = {"mlp": ("d_in", "width", "depth", "d_out", "activation", "norm", "skip",
-                         "skip_start", "init", "sigma_w", "bias_std", "scale")}
+                         "skip_start", "init", "sigma_w", "bias_std", "scale", "dropout")}
 
 
 def _from_builtin(spec: str, data: Optional[DataSource], seed: int, where: str) -> nn.Module:

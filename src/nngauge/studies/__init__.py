@@ -1,6 +1,9 @@
 """Architecture studies (NLC paper sections 3-4, figure 2): sample or list architectures,
 measure each at initialization, train each over a learning-rate grid, store every unit in a
-database, and correlate the measures with test error.
+database, and correlate the measures with test error. Model zoos (Jiang et al., ICLR 2020,
+section 4): a ``[grid]`` of hyperparameters, one network per point trained to a target
+training loss, measured before and after training, read back by :func:`network_table` as the
+table the scoring functions take (see :mod:`nngauge.studies._grid`).
 
 From the command line::
 
@@ -26,6 +29,7 @@ Example:
 
 from nngauge.studies._db import DEFAULT_URL, open_db
 from nngauge.studies._executors import RunSummary, run_study
+from nngauge.studies._grid import HYPERPARAMETERS, zoo_spec
 from nngauge.studies._spec import MEASURES, StudySpec, load_spec, parse_spec
 from nngauge.studies._units import Architecture, Unit, UnitTask, plan_units, run_unit
 
@@ -40,6 +44,7 @@ __all__ = [
     "HyperparameterKendall",
     "HyperparameterSignError",
     "KendallTau",
+    "HYPERPARAMETERS",
     "MEASURES",
     "MeasureScore",
     "MeasureScores",
@@ -55,7 +60,9 @@ __all__ = [
     "conditional_mutual_information",
     "granulated_kendall",
     "kendall_tau",
+    "load_network",
     "load_spec",
+    "network_table",
     "open_db",
     "parse_spec",
     "plan_units",
@@ -65,6 +72,7 @@ __all__ = [
     "run_unit",
     "score_measures",
     "summarize",
+    "zoo_spec",
 ]
 
 _SUMMARY = ("Correlation", "StudySummary", "summarize")
@@ -73,6 +81,7 @@ _SCORING = ("ConditionScore", "ConditionalMutualInformation", "Environment", "Gr
             "HyperparameterKendall", "HyperparameterSignError", "KendallTau", "MeasureScore",
             "MeasureScores", "RobustSignError", "conditional_mutual_information",
             "granulated_kendall", "kendall_tau", "robust_sign_error", "score_measures")
+_NETWORKS = ("load_network", "network_table")
 
 
 def __getattr__(name: str):
@@ -94,6 +103,12 @@ def __getattr__(name: str):
         from nngauge.studies import _scoring
 
         value = getattr(_scoring, name)
+        globals()[name] = value
+        return value
+    if name in _NETWORKS:
+        from nngauge.studies import _zoo
+
+        value = getattr(_zoo, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'nngauge.studies' has no attribute {name!r}")

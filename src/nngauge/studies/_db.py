@@ -10,7 +10,12 @@ Tables:
 - ``measures``: one row per (unit, measure column) of an init unit;
 - ``claims``: one row per unit a run is running now (primary key: the unit key), its owner
   and lease (see :mod:`nngauge.studies._claims`). Added after the others: opening an older
-  database for a run creates it, and leaves the other tables as they are.
+  database for a run creates it, and leaves the other tables as they are;
+- ``networks``: one row per finished ``network`` unit of a model zoo (``[grid]`` studies): its
+  hyperparameters, one typed column each, and its record (accuracies, losses, gap, steps, stop
+  reason: :data:`nngauge.studies._zoo.RECORD`);
+- ``weights``: per ``network`` unit (unless ``keep_weights = false``), its initial and final
+  ``state_dict`` as ``torch.save`` bytes. These two tables came last, created as ``claims``.
 
 The driver writes each finished unit (its ``units`` row and its ``measures`` rows) and drops
 its claim in one transaction: a unit is either fully in the database or absent, and a rerun
@@ -31,6 +36,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -90,6 +96,44 @@ claims = Table(
     Column("expires", Float, nullable=False),  # end of the lease, seconds since the epoch
 )
 
+networks = Table(
+    "networks", metadata,
+    Column("key", String(32), ForeignKey("units.key"), primary_key=True),
+    Column("study_id", String(32), nullable=False, index=True),
+    Column("arch_index", Integer, nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("family", String(16), nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("batch_norm", Boolean, nullable=False),
+    Column("dropout", Float, nullable=False),
+    Column("weight_decay", Float, nullable=False),
+    Column("lr", Float, nullable=False),
+    Column("batch_size", Integer, nullable=False),
+    Column("train_size", Integer, nullable=False),
+    Column("label_noise", Float, nullable=False),
+    Column("optimizer", String(16), nullable=False),
+    Column("train_accuracy", Float),
+    Column("test_accuracy", Float),
+    Column("train_loss", Float),
+    Column("test_loss", Float),
+    Column("gap", Float),
+    Column("loss_gap", Float),
+    Column("test_error", Float),
+    Column("steps", Integer, nullable=False),
+    Column("epochs", Integer, nullable=False),
+    Column("stop_reason", String(16), nullable=False),
+    Column("steps_to_0_1", Integer),
+    Column("steps_0_1_to_0_01", Integer),
+    Column("labels_changed", Float, nullable=False),
+)
+weights = Table(
+    "weights", metadata,
+    Column("unit_key", String(32), ForeignKey("units.key"), primary_key=True),
+    Column("initial", LargeBinary, nullable=False),
+    Column("final", LargeBinary, nullable=False),
+)
+
 
 def open_db(url: str, *, create: bool = True) -> Engine:
     """Open the database at a SQLAlchemy URL; with ``create`` (a run), set it up for writing.
@@ -106,7 +150,7 @@ def open_db(url: str, *, create: bool = True) -> Engine:
     Example:
         >>> engine = open_db("sqlite://")  # in memory
         >>> sorted(metadata.tables)
-        ['architectures', 'claims', 'measures', 'studies', 'units']
+        ['architectures', 'claims', 'measures', 'networks', 'studies', 'units', 'weights']
     """
     from sqlalchemy.engine import make_url
 
@@ -233,6 +277,14 @@ def write_unit(engine: Engine, study_id: str, unit, result: dict) -> bool:
                     for name, value in sorted(result.get("measures", {}).items())]
             if rows:
                 conn.execute(measures.insert(), rows)
+            if result.get("network") is not None:
+                record = {name: _number(value) if isinstance(value, float) else value
+                          for name, value in result["network"].items()}
+                conn.execute(networks.insert().values(key=unit.key, study_id=study_id,
+                                                      arch_index=unit.arch_index,
+                                                      seed=unit.seed, **record))
+            if result.get("weights") is not None:
+                conn.execute(weights.insert().values(unit_key=unit.key, **result["weights"]))
             conn.execute(claims.delete().where(claims.c.key == unit.key))
     except IntegrityError as exc:
         if finished_keys(engine, [unit.key]):

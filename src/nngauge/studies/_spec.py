@@ -36,6 +36,39 @@ measures, training protocol, learning rates and seeds::
     max_epochs = 5
     measure_after = ["nlc"]         # measures of each trained network (columns nlc_after,
                                     # output_bias_after; NLC paper figures 3B-C, 9)
+
+A model zoo (Jiang et al. 2020, section 4; :mod:`nngauge.studies._grid`) replaces
+``[architectures]`` by ``[grid]``, one network per point of a hyperparameter grid, each trained
+once per seed to a target training loss::
+
+    [data]
+    source = "mnist1d"
+    split = [0.8, 0.2]              # train / test (a zoo needs no validation split)
+
+    [grid]                          # each a list of values, or one fixed value
+    family = ["mlp", "cnn", "resnet"]
+    depth = [2, 4]                  # hidden layers / convolutional blocks
+    width = [16, 32]                # units / channels
+    batch_norm = false
+    dropout = [0.0, 0.25]
+    weight_decay = [0.0, 0.0005]
+    lr = [0.01, 0.05]
+    batch_size = [32, 128]
+    train_size = 1000               # default: the whole training split
+    label_noise = 0.0
+    optimizer = "momentum"          # momentum | sgd | adam
+    sample = 0                      # 0: the full product; N: a seeded subset of >= N networks
+
+    [measures]
+    names = ["n_params"]            # at initialization
+
+    [training]                      # the zoo's protocol (nngauge.training.fit, target_loss)
+    target_loss = 0.01              # stop at this training-set cross-entropy (Jiang's 0.01)
+    max_steps = 2000                # ... or after this many optimizer steps
+    momentum = 0.9                  # of optimizer = "momentum"
+    loss_scaling = false
+    measure_after = ["nlc"]         # columns nlc_after, ...
+    keep_weights = true             # initial and final state_dicts in the database
 """
 
 from __future__ import annotations
@@ -46,11 +79,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from nngauge._catalogue import Entry, catalogue
 from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
+
+if TYPE_CHECKING:
+    from nngauge.studies._grid import GridSpec
 
 
 def _study_entries() -> dict[str, Entry]:
@@ -90,6 +126,16 @@ CNN_KEYS = ("width", "depth", "activation", "norm", "skip", "pool_after", "init"
 """Keywords of an explicit architecture, per family (d_in, d_out come from the data)."""
 FAMILIES = {"mlp": MLP_KEYS, "cnn": CNN_KEYS}
 DEFAULT_IMAGE_SHAPE = (1, 8, 8)
+TRAINING_KEYS = ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale", "optimizer",
+                 "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
+                 "loss_scaling", "measure_after")
+"""The ``[training]`` fields of a study of ``[architectures]``."""
+GRID_TRAINING = ("target_loss", "max_steps", "momentum", "keep_weights")
+"""The ``[training]`` fields only a ``[grid]`` study has."""
+GRID_TRAINING_KEYS = ("loss_scaling", "measure_after", *GRID_TRAINING)
+"""The ``[training]`` fields of a ``[grid]`` study (the rest of its protocol is in the grid)."""
+DEFAULT_TARGET_LOSS = 0.01
+DEFAULT_MAX_STEPS = 2000
 
 
 @dataclass(frozen=True)
@@ -98,7 +144,8 @@ class DataSpec:
 
     source: str = "waveform"
     n: Optional[int] = None
-    split: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    split: tuple[float, ...] = (0.6, 0.2, 0.2)
+    """(train, validation, test) fractions, or (train, test) in a ``[grid]`` study."""
     preprocess: str = "standardize"
 
 
@@ -147,6 +194,16 @@ class TrainingSpec:
     measure_after: tuple[str, ...] = ()
     """Measures taken of each trained network (its best weights), as at initialization, into
     the columns ``<column>_after`` (the NLC paper's "NLC after training", figures 3B-C, 9)."""
+    target_loss: Optional[float] = None
+    """``[grid]`` studies: training stops once the training set's cross-entropy is at most
+    this (:func:`nngauge.training.fit`'s ``target_loss``; Jiang et al.'s 0.01)."""
+    max_steps: Optional[int] = None
+    """``[grid]`` studies: ... or after this many optimizer steps."""
+    momentum: float = 0.0
+    """``[grid]`` studies: the momentum of the optimizer "momentum" (default 0.9)."""
+    keep_weights: bool = False
+    """``[grid]`` studies: store each network's initial and final ``state_dict`` (default
+    true), for :func:`nngauge.studies.load_network`."""
 
 
 @dataclass(frozen=True)
@@ -161,10 +218,20 @@ class StudySpec:
     architectures: ArchitectureSpec = field(default_factory=ArchitectureSpec)
     measures: MeasureSpec = field(default_factory=MeasureSpec)
     training: TrainingSpec = field(default_factory=TrainingSpec)
+    grid: Optional[GridSpec] = None
+    """The hyperparameter grid of a model zoo (:mod:`nngauge.studies._grid`); None for a study
+    of ``[architectures]``."""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready content (tuples of pairs become mappings again)."""
         out = dataclasses.asdict(self)
+        if self.grid is None:  # as before grids: the ids of other studies unchanged
+            del out["grid"]
+            for key in GRID_TRAINING:
+                del out["training"][key]
+        else:
+            out["grid"] = {"sample": self.grid.sample,
+                           **{name: list(values) for name, values in self.grid.axes}}
         arch = out["architectures"]
         arch["overrides"] = dict(self.architectures.overrides)
         arch["explicit"] = [dict(entry) for entry in self.architectures.explicit]
@@ -182,7 +249,8 @@ class StudySpec:
 
 
 def load_spec(path: Union[str, Path]) -> StudySpec:
-    """Read and validate a study spec TOML file.
+    """Read and validate a study spec: a TOML file, or the same tables as a JSON object in a
+    ``.json`` file.
 
     Raises:
         InvalidInputError / UnknownNameError: one line naming the bad field and the valid
@@ -198,9 +266,17 @@ def load_spec(path: Union[str, Path]) -> StudySpec:
     """
     path = Path(path)
     where = "study spec"
+    kind = "JSON" if path.suffix == ".json" else "TOML"
     if not path.is_file():
-        raise InvalidInputError(f"{where} expected an existing TOML file; got {str(path)!r} "
+        raise InvalidInputError(f"{where} expected an existing {kind} file; got {str(path)!r} "
                                 "(not found). Fix: check the path, e.g. examples/study_small.toml.")
+    if kind == "JSON":
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"{where} expected valid JSON in {path}; got a parse error: "
+                                    f"{exc}. Fix: correct the syntax.") from None
+        return parse_spec(raw, default_name=path.stem)
     toml = _toml()
     try:
         raw = toml.loads(path.read_text(encoding="utf-8"))
@@ -220,28 +296,21 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
         nngauge.errors.UnknownNameError: study spec field measures.names expected names from ['correlations', ..., 'nlc', ...]; got 'rho'. Fix: use one of those.
     """
     top = _Table(raw, "", ("name", "seed", "seeds", "dtype", "data", "architectures",
-                           "measures", "training"))
+                           "measures", "training", "grid"))
+    if "grid" in raw:
+        return _parse_grid_spec(top, default_name)
     data = _Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess"))
     arch = _Table(top.get("architectures", {}), "architectures.",
                   ("family", "image_shape", "sample", "overrides", "explicit"))
     measures = _Table(top.get("measures", {}), "measures.", ("names", "batch_size"))
-    training = _Table(top.get("training", {}), "training.",
-                      ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale",
-                       "optimizer",
-                       "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
-                       "loss_scaling", "measure_after"))
+    training = _Table(top.get("training", {}), "training.", TRAINING_KEYS)
     family = arch.choice("family", "mlp", tuple(FAMILIES))
     spec = StudySpec(
         name=top.string("name", default_name),
         seed=top.integer("seed", 0, least=0),
         seeds=tuple(top.integers("seeds", [0], least=0)),
         dtype=top.choice("dtype", "float32", DTYPES),
-        data=DataSpec(
-            source=data.string("source", "waveform"),
-            n=data.integer("n", None, least=2),
-            split=_split(data),
-            preprocess=data.choice("preprocess", "standardize", PREPROCESSING),
-        ),
+        data=_data(data),
         architectures=ArchitectureSpec(
             sample=arch.integer("sample", 0, least=0),
             overrides=tuple(sorted(arch.table("overrides").items())),
@@ -249,10 +318,7 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
             family=family,
             image_shape=_image_shape(arch, family),
         ),
-        measures=MeasureSpec(
-            names=tuple(measures.names("names", ["nlc"], MEASURES)),
-            batch_size=measures.integer("batch_size", 250, least=2),
-        ),
+        measures=_measures(measures, ["nlc"]),
         training=TrainingSpec(
             enabled=training.boolean("enabled", True),
             lrs=_lrs(training) if training.get("lr_start", None) != "auto" else (),
@@ -275,6 +341,62 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
         raise InvalidInputError("study spec expected measures or training; got neither. Fix: "
                                 "add [measures] names = [\"nlc\"].")
     return spec
+
+
+def _parse_grid_spec(top: _Table, default_name: str) -> StudySpec:
+    """A model zoo's spec: ``[grid]`` instead of ``[architectures]``, the zoo's training
+    protocol, a (train, test) or (train, validation, test) split."""
+    from nngauge.studies._grid import parse_grid
+
+    if "architectures" in top.raw:
+        raise _fail("architectures", "either [architectures] or [grid], not both",
+                    "both", "keep [grid] for a model zoo, [architectures] for sampled or "
+                    "listed architectures")
+    training = top.get("training", {})
+    if isinstance(training, dict):
+        misplaced = sorted(set(training) & (set(TRAINING_KEYS) - set(GRID_TRAINING_KEYS)))
+        if misplaced:
+            raise _fail(f"training.{misplaced[0]}", f"the fields of a [grid] study's training: "
+                        f"{', '.join(GRID_TRAINING_KEYS)}", misplaced[0],
+                        "give learning rates, batch sizes and the optimizer as grid "
+                        "hyperparameters (grid.lr, grid.batch_size, grid.optimizer)")
+    training = _Table(training, "training.", GRID_TRAINING_KEYS)
+    target_loss = training.get("target_loss", DEFAULT_TARGET_LOSS)
+    if not is_finite(target_loss) or target_loss <= 0:
+        raise _fail("training.target_loss", "a finite number > 0", target_loss,
+                    f"write target_loss = {DEFAULT_TARGET_LOSS} (Jiang et al.'s)")
+    momentum = training.get("momentum", 0.9)
+    if not is_finite(momentum) or not 0 <= momentum < 1:
+        raise _fail("training.momentum", "a number in [0, 1)", momentum, "write momentum = 0.9")
+    return StudySpec(
+        name=top.string("name", default_name),
+        seed=top.integer("seed", 0, least=0),
+        seeds=tuple(top.integers("seeds", [0], least=0)),
+        dtype=top.choice("dtype", "float32", DTYPES),
+        data=_data(_Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess")),
+                   grid=True),
+        measures=_measures(_Table(top.get("measures", {}), "measures.",
+                                  ("names", "batch_size")), []),
+        training=TrainingSpec(
+            lrs=(), optimizer="sgd", loss_scaling=training.boolean("loss_scaling", False),
+            measure_after=tuple(training.names("measure_after", [], MEASURES)),
+            target_loss=float(target_loss),
+            max_steps=training.integer("max_steps", DEFAULT_MAX_STEPS, least=1),
+            momentum=float(momentum), keep_weights=training.boolean("keep_weights", True)),
+        grid=parse_grid(top.get("grid", {})),
+    )
+
+
+def _data(data: _Table, *, grid: bool = False) -> DataSpec:
+    return DataSpec(source=data.string("source", "waveform"),
+                    n=data.integer("n", None, least=2),
+                    split=_split(data, grid),
+                    preprocess=data.choice("preprocess", "standardize", PREPROCESSING))
+
+
+def _measures(measures: _Table, default: list) -> MeasureSpec:
+    return MeasureSpec(names=tuple(measures.names("names", default, MEASURES)),
+                       batch_size=measures.integer("batch_size", 250, least=2))
 
 
 # ------------------------------------------------------------------------------- validation
@@ -374,14 +496,17 @@ class _Table:
         return value
 
 
-def _split(data: _Table) -> tuple[float, float, float]:
-    value = data.get("split", [0.6, 0.2, 0.2])
-    ok = (isinstance(value, list) and len(value) == 3
+def _split(data: _Table, grid: bool = False) -> tuple[float, ...]:
+    value = data.get("split", [0.8, 0.2] if grid else [0.6, 0.2, 0.2])
+    ok = (isinstance(value, list) and len(value) in ((2, 3) if grid else (3,))
           and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
                   for v in value) and abs(sum(value) - 1) < 1e-6)
     if not ok:
-        raise _fail("data.split", "three positive fractions (train, validation, test) summing "
-                    "to 1", value, "write split = [0.6, 0.2, 0.2]")
+        expected = ("two positive fractions (train, test) or three (train, validation, test) "
+                    "summing to 1" if grid else "three positive fractions (train, validation, "
+                    "test) summing to 1")
+        raise _fail("data.split", expected, value,
+                    "write split = [0.8, 0.2]" if grid else "write split = [0.6, 0.2, 0.2]")
     return tuple(float(v) for v in value)
 
 

@@ -2,7 +2,9 @@
 
 One point per (architecture, initialization seed): its measures at initialization and the test
 error of its best training run, the run with the lowest validation error over the learning
-rates (appendix E.2: "the trained network is the run with the lowest validation error").
+rates (appendix E.2: "the trained network is the run with the lowest validation error"). In a
+model zoo (a ``[grid]`` study) a point is one network and seed, trained once: its test error
+and measures; :func:`nngauge.studies.network_table` gives its hyperparameters and record.
 
 For every measure column: Spearman's rho and Kendall's tau between the measure and the test
 error, with their two-sided p-values (``scipy.stats.spearmanr`` / ``kendalltau``), over the
@@ -31,6 +33,7 @@ from nngauge._numbers import is_finite
 from nngauge._results import Result
 from nngauge.errors import InvalidInputError, require_extra
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
+from nngauge.studies._grid import HYPERPARAMETERS
 from nngauge.studies._spec import AFTER, MEASURES
 
 POINT_FIELDS = ("arch_index", "seed", "skip", "high_bias", "best_lr", "best_lr_index",
@@ -71,6 +74,8 @@ class StudySummary(Result):
         ideal_nlc_range: (low, high) NLC of the best ``top_fraction`` points, or None without
             NLC or test errors.
         top_fraction: the fraction defining "best".
+        hyperparameters: for a model zoo (a ``[grid]`` study), the hyperparameters its grid
+            varies (:func:`nngauge.studies.network_table` gives every network's); else ().
     """
 
     study_id: str
@@ -80,6 +85,7 @@ class StudySummary(Result):
     correlations: tuple[Correlation, ...]
     ideal_nlc_range: Optional[tuple[float, float]]
     top_fraction: float
+    hyperparameters: tuple[str, ...] = ()
 
     def to_frame(self):
         """The points as a pandas DataFrame. Needs pandas."""
@@ -161,6 +167,8 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     try:
         with engine.connect() as conn:
             study_id, name = _pick_study(conn, study)
+            grid = json.loads(conn.execute(select(studies.c.spec).where(
+                studies.c.study_id == study_id)).scalar_one()).get("grid")
             skip = dict(conn.execute(select(architectures.c.arch_index, architectures.c.skip)
                                      .where(architectures.c.study_id == study_id)).all())
             rows = conn.execute(select(units).where(units.c.study_id == study_id)).mappings().all()
@@ -186,18 +194,20 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
             rho = rho_p = tau = tau_p = math.nan
         correlations.append(Correlation(column, len(pairs), float(rho), float(rho_p),
                                         float(tau), float(tau_p)))
+    varied = () if grid is None else tuple(n for n in HYPERPARAMETERS if len(grid[n]) > 1)
     return StudySummary(study_id, name, columns, tuple(points.values()), tuple(correlations),
-                        _ideal_range(list(points.values()), top_fraction), float(top_fraction))
+                        _ideal_range(list(points.values()), top_fraction), float(top_fraction),
+                        varied)
 
 
-def _pick_study(conn, study: Optional[str]) -> tuple[str, str]:
+def _pick_study(conn, study: Optional[str], where: str = "summarize()") -> tuple[str, str]:
     found = conn.execute(select(studies.c.study_id, studies.c.name)).all()
     if study is not None:
         found = [row for row in found if study in (row.study_id, row.name)]
     if len(found) != 1:
         available = [f"{row.name} ({row.study_id})" for row in
                      conn.execute(select(studies.c.study_id, studies.c.name)).all()]
-        raise InvalidInputError(f"summarize() expected exactly one study matching "
+        raise InvalidInputError(f"{where} expected exactly one study matching "
                                 f"{study or 'any'}; got {len(found)} of {available}. Fix: "
                                 "pass --study NAME_OR_ID.")
     return found[0].study_id, found[0].name
@@ -224,6 +234,10 @@ def _points(rows, values, skip) -> dict:
             by_unit.setdefault(key, {})[name] = value
         else:
             point(arch, seed)[name] = value
+    for row in (r for r in rows if r["kind"] == "network"):  # a zoo's network: trained once
+        point(row["arch_index"], row["seed"]).update(
+            best_lr=row["lr"], test_error=row["test_error"], train_error=row["train_error"],
+            lowest_train_error=row["train_error"], lowest_train_error_lr=row["lr"])
     for row in sorted((r for r in rows if r["kind"] == "train"), key=lambda r: r["lr"]):
         p = point(row["arch_index"], row["seed"])
         val = row["best_val_error"] if row["best_val_error"] is not None else math.inf

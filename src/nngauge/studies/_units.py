@@ -7,7 +7,16 @@ A unit is either
   bias on the training set), or
 - ``train``: build the same initialized network and train it with :func:`nngauge.training.fit`
   from starting learning rate ``lr`` (appendix E.2's protocol; with ``lr_start = "auto"`` the
-  rate is ``smallest_lr(network) * factor ** lr_index``), recording validation and test errors.
+  rate is ``smallest_lr(network) * factor ** lr_index``), recording validation and test errors,
+- or, in a ``[grid]`` study (a model zoo, :mod:`nngauge.studies._grid`), ``network``: build grid
+  point ``arch_index``'s network with seed ``seed``, take the measures at initialization, train
+  it on its training set (subset, label noise) to the target loss or the step cap, take the
+  ``measure_after`` measures, and record its accuracies, losses, gap, steps and stop reason and
+  (with ``keep_weights``) its initial and final weights.
+
+A measure that reads the network at initialization (``entry.initial``: the distance from
+initialization) gets it: the network itself at initialization, a copy of it as built before
+training after training.
 
 Every random choice of a unit comes from seeds derived (by hashing) from the study seed, the
 architecture index and the unit's seed, so a unit's results depend only on its key: the same on
@@ -28,7 +37,7 @@ from typing import Any, Callable, Literal, Optional
 from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.studies._spec import AFTER, ENTRIES, MEASURES, StudySpec
 
-Kind = Literal["init", "train"]
+Kind = Literal["init", "train", "network"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,11 @@ def plan_units(spec: StudySpec) -> list[Unit]:
         >>> [(u.kind, u.lr) for u in plan_units(spec)]
         [('init', None), ('train', 0.1), ('train', 0.3)]
     """
+    if spec.grid is not None:
+        from nngauge.studies._grid import expand_grid
+
+        return [_unit(spec, "network", index, seed)
+                for index in range(len(expand_grid(spec.grid, spec.seed))) for seed in spec.seeds]
     units = []
     for index in range(spec.architectures.count):
         for seed in spec.seeds:
@@ -121,7 +135,7 @@ def _unit(spec: StudySpec, kind: Kind, index: int, seed: int, lr: Optional[float
 @functools.lru_cache(maxsize=4)
 def study_data(spec_data, seed: int):
     """(train, val, test) :class:`LabelledData` of the spec, split and preprocessed (cached
-    per process: workers load it once)."""
+    per process: workers load it once); val is None for a (train, test) split."""
     from nngauge.data import preprocess, split, standardize
     from nngauge.data._sources import load_data
 
@@ -135,7 +149,7 @@ def study_data(spec_data, seed: int):
         parts = standardize(*parts).data
     elif spec_data.preprocess == "pca":
         parts = preprocess(*parts, generator=seed).data
-    return parts
+    return parts if len(parts) == 3 else (parts[0], None, parts[1])
 
 
 def resolve_architectures(spec: StudySpec) -> list[Architecture]:
@@ -147,8 +161,9 @@ def resolve_architectures(spec: StudySpec) -> list[Architecture]:
     from nngauge.nn import cnn, mlp
 
     parts = study_data(spec.data, spec.seed)
-    d_in = int(parts[0].inputs.shape[1])
-    d_out = max(int(part.labels.max()) for part in parts) + 1
+    d_in, d_out = _widths(parts)
+    if spec.grid is not None:
+        return _grid_architectures(spec, parts[0], d_in, d_out)
     arch = spec.architectures
     family, extra = arch.family, {}
     if family == "cnn":
@@ -183,6 +198,28 @@ def resolve_architectures(spec: StudySpec) -> list[Architecture]:
     return out
 
 
+def _widths(parts) -> tuple[int, int]:
+    """(input features, classes) of the study's data."""
+    return (int(parts[0].inputs[0].numel()),
+            max(int(part.labels.max()) for part in parts if part is not None) + 1)
+
+
+def _grid_architectures(spec: StudySpec, train, d_in: int, d_out: int) -> list[Architecture]:
+    """One :class:`Architecture` per grid point: the builder's config and, as its description,
+    the point's hyperparameters (``train_size`` resolved against the training split)."""
+    from nngauge.studies._grid import build_network, resolve_points
+
+    configs: dict[tuple, dict] = {}
+    out = []
+    for index, point in enumerate(resolve_points(spec.grid, spec.seed, len(train.labels))):
+        key = (point["family"], point["depth"], point["width"], point["batch_norm"],
+               point["dropout"])
+        if key not in configs:  # the config is the same for every seed and training setting
+            configs[key] = build_network(point, d_in, d_out).config.to_dict()
+        out.append(Architecture(index, configs[key], point))
+    return out
+
+
 def _sampler(family: str):
     if family == "cnn":
         from nngauge.nn import sample_cnn
@@ -206,19 +243,33 @@ def _generator(seed: int):
 
 def build_model(task: UnitTask):
     """The unit's network at initialization: the same weights for every unit of one
-    (architecture, seed); :func:`nngauge.nn.mlp` or, for ``"family": "cnn"``,
-    :func:`nngauge.nn.cnn`."""
+    (architecture, seed) (in a zoo: of one family, depth, width and seed);
+    :func:`nngauge.nn.mlp` or, for ``"family": "cnn"``, :func:`nngauge.nn.cnn`."""
+    import torch
+
+    spec = task.spec
+    if spec.grid is None:
+        seed = derive_seed(spec.seed, "init", task.unit.arch_index, task.unit.seed)
+    else:  # a zoo: networks differing only in how they are trained start alike
+        from nngauge.studies._grid import ARCHITECTURE
+
+        seed = derive_seed(spec.seed, "init", *(task.architecture.description[name]
+                                                for name in ARCHITECTURE), task.unit.seed)
+    return build_from_config(task.architecture.config, generator=_generator(seed),
+                             dtype=getattr(torch, spec.dtype))
+
+
+def build_from_config(config: dict, *, generator=None, dtype=None):
+    """:func:`nngauge.nn.mlp` or, for ``"family": "cnn"``, :func:`nngauge.nn.cnn` from an
+    architecture's stored config."""
     import torch
 
     from nngauge.nn import cnn, mlp
 
-    config = dict(task.architecture.config)
+    config = dict(config)
     build = cnn if config.pop("family", "mlp") == "cnn" else mlp
-    spec = task.spec
     return build(config.pop("d_in"), config.pop("width"), config.pop("depth"), config.pop("d_out"),
-                 generator=_generator(derive_seed(spec.seed, "init", task.unit.arch_index,
-                                                  task.unit.seed)),
-                 dtype=getattr(torch, spec.dtype), **config)
+                 generator=generator, dtype=dtype or torch.float32, **config)
 
 
 # ---------------------------------------------------------------------------------- running
@@ -227,6 +278,10 @@ def build_model(task: UnitTask):
 def run_unit(task: UnitTask) -> dict:
     """Run one unit (the default runner of every executor); see :data:`UnitRunner`."""
     started = time.perf_counter()
+    if task.unit.kind == "network":
+        from nngauge.studies._zoo import run_network
+
+        return run_network(task, started)
     train, val, test = study_data(task.spec.data, task.spec.seed)
     model = build_model(task)
     unit = task.unit
@@ -262,9 +317,9 @@ def run_unit(task: UnitTask) -> dict:
             t.measure_after, model, (train, val, test), task.spec.measures.batch_size,
             generator, undefined_as_nan=True, initial=initial).items()}
     return {"measures": after,
-            "train": {"lr": lr, "best_val_error": result.best_val_error, "test_error": result.test_error,
-                      "train_error": result.train_error, "epochs": result.epochs,
-                      "diverged": result.diverged},
+            "train": {"lr": lr, "best_val_error": result.best_val_error,
+                      "test_error": result.test_error, "train_error": result.train_error,
+                      "epochs": result.epochs, "diverged": result.diverged},
             "seconds": time.perf_counter() - started}
 
 

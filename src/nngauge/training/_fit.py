@@ -1,4 +1,5 @@
-"""The NLC paper's training protocol (appendix E.2) with its loss-input scaling (appendix C).
+"""The NLC paper's training protocol (appendix E.2) with its loss-input scaling (appendix C),
+and Jiang et al.'s stopping rule (a target training loss or a step cap).
 
 E.2: "We train with the starting learning rate until the validation classification error (VCE)
 has not decreased for 10 epochs. Then we rewind the state of the network by 10 epochs (when the
@@ -10,6 +11,15 @@ validation error per epoch; :func:`fit` runs it with SGD (or Adam) on minibatche
 
 Appendix C: the loss divides the network's outputs by c = Q_{x,j} f(x, j), their quadratic mean
 over the training set at initialization, before softmax + cross-entropy; c stays fixed.
+
+The second protocol, :func:`fit` with ``target_loss``: Jiang, Neyshabur, Mobahi, Krishnan &
+Bengio, "Fantastic Generalization Measures and Where to Find Them", ICLR 2020, section 4 train
+every network of their zoo to the same cross-entropy on the training set, 0.01, so that the
+networks are compared at the same fit of their data; a network that does not get there stops
+at a step cap and says so. Training runs at the constant starting rate; the training set's
+cross-entropy is measured (eval mode, the whole set) at the end of every epoch, and
+:func:`steps_to_loss` reads the steps at which it first fell to a loss (their step.to.0.1 and
+step.0.1.to.0.01 measures).
 """
 
 from __future__ import annotations
@@ -115,9 +125,11 @@ class EpochRecord:
     """One row of a training history: epoch 0 is the untrained network.
 
     ``train_loss`` and ``train_error`` are averaged over the epoch's minibatches while training
-    (NaN at epoch 0); ``lr`` is the rate the epoch ran with; ``action`` the schedule's answer;
-    ``steps`` the optimizer steps taken since the start of training by the end of the epoch
-    (0 at epoch 0; a rewind does not take them back).
+    (NaN at epoch 0); ``lr`` is the rate the epoch ran with; ``action`` the schedule's answer
+    (with ``target_loss``: "continue", or why training stopped); ``steps`` the optimizer steps
+    taken since the start of training by the end of the epoch (0 at epoch 0; a rewind does not
+    take them back); ``train_set_loss``: with ``target_loss``, the cross-entropy of the whole
+    training set at the end of the epoch (eval mode), else NaN.
     """
 
     epoch: int
@@ -127,11 +139,15 @@ class EpochRecord:
     val_error: float
     action: str
     steps: int = 0
+    train_set_loss: float = math.nan
 
 
 @dataclass(frozen=True)
 class FitResult(Result):
     """The outcome of :func:`fit`; the model holds the weights of ``best_epoch``.
+
+    With ``target_loss`` the model holds its final weights: ``best_epoch`` is the last epoch
+    and ``best_val_error`` the validation error of those weights (NaN without validation data).
 
     Attributes:
         best_val_error: lowest validation classification error (the rewound-to weights').
@@ -142,8 +158,11 @@ class FitResult(Result):
         n_decays: learning-rate divisions made.
         loss_scale: c, the divisor of the outputs in the loss (1.0 without loss scaling).
         diverged: True when the training loss became non-finite (training stopped there).
-        stopped_by: "schedule", "max_epochs" or "diverged".
+        stopped_by: "schedule", "max_epochs", "max_steps", "target_loss" or "diverged".
         history: one :class:`EpochRecord` per epoch, epoch 0 first.
+        steps: optimizer steps taken.
+        train_set_loss: with ``target_loss``, the training set's cross-entropy at the end
+            (eval mode, outputs divided by ``loss_scale``); else NaN.
     """
 
     best_val_error: float
@@ -158,6 +177,8 @@ class FitResult(Result):
     diverged: bool
     stopped_by: str
     history: tuple[EpochRecord, ...]
+    steps: int = 0
+    train_set_loss: float = math.nan
 
     def to_frame(self):
         """The history as a pandas DataFrame, one row per epoch."""
@@ -179,10 +200,11 @@ def _is_history(value: Any) -> bool:
 def steps_to_loss(history: Any, target: float) -> Optional[int]:
     """The optimizer steps :func:`fit` took until the training loss first reached ``target``.
 
-    The steps taken by the end of the first epoch whose mean training loss (the loss
-    :func:`fit` minimizes, averaged over the epoch's minibatches as they were trained: with
-    loss scaling, the cross-entropy of f(x) / c) is at most ``target``; None when no epoch
-    reached it. A history is read at the end of each epoch, so the count is that of whole
+    The steps taken by the end of the first epoch whose training loss (the loss :func:`fit`
+    minimizes, with loss scaling the cross-entropy of f(x) / c: the whole training set's in
+    eval mode where fit measured it, ``train_set_loss`` with ``target_loss``, else the mean
+    over the epoch's minibatches as they were trained) is at most ``target``; None when no
+    epoch reached it. A history is read at the end of each epoch, so the count is that of whole
     epochs. Jiang, Neyshabur, Mobahi, Krishnan and Bengio ("Fantastic Generalization Measures
     and Where to Find Them", ICLR 2020, appendix C.4) use two such counts as measures:
     step.to.0.1 = ``steps_to_loss(result, 0.1)`` and step.0.1.to.0.01 =
@@ -203,7 +225,9 @@ def steps_to_loss(history: Any, target: float) -> Optional[int]:
         (20, None)
     """
     rows = history.history if isinstance(history, FitResult) else history
-    return next((row.steps for row in rows if row.train_loss <= target), None)
+    return next((row.steps for row in rows
+                 if (row.train_set_loss if math.isfinite(row.train_set_loss)
+                     else row.train_loss) <= target), None)
 
 
 @constrained()
@@ -263,45 +287,61 @@ def classification_error(model: nn.Module, data: LabelledData, *, batch_size: in
 
 def _error_rate(model: nn.Module, data: LabelledData, batch_size: int = 250) -> float:
     """:func:`classification_error` on data already checked (:func:`_prepared`)."""
-    wrong = 0
+    return evaluate(model, data, batch_size=batch_size)[1]
+
+
+def evaluate(model: nn.Module, data: LabelledData, *, scale: float = 1.0,
+             batch_size: int = 250) -> tuple[float, float]:
+    """(mean cross-entropy of the outputs divided by ``scale``, classification error) of
+    ``model`` on ``data`` (already checked, :func:`_prepared`), in eval mode, in one pass."""
+    total, wrong = 0.0, 0
     with preserved_state(model), torch.no_grad():
         model.eval()
         for x, y in zip(data.inputs.split(batch_size), data.labels.split(batch_size)):
-            wrong += int((model(x).argmax(1) != y).sum())
-    return wrong / len(data.labels)
+            out = model(x)
+            total += float(nn.functional.cross_entropy(out / scale, y, reduction="sum"))
+            wrong += int((out.argmax(1) != y).sum())
+    return total / len(data.labels), wrong / len(data.labels)
 
 
-def make_optimizer(spec: OptimizerSpec, params, lr: float, momentum: float = 0.0):
-    """``spec`` "sgd" (with ``momentum``), "adam", or a callable ``spec(params, lr=lr)``."""
+def make_optimizer(spec: OptimizerSpec, params, lr: float, momentum: float = 0.0,
+                   weight_decay: float = 0.0):
+    """``spec`` "sgd" (with ``momentum``), "adam", or a callable ``spec(params, lr=lr)``;
+    ``weight_decay``: the L2 penalty's coefficient, added to the gradient by the optimizer (a
+    callable receives it as a keyword when it is not 0)."""
     if callable(spec):
-        return spec(params, lr=lr)
+        return spec(params, lr=lr, **({"weight_decay": weight_decay} if weight_decay else {}))
     if spec == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if spec == "adam":
-        return torch.optim.Adam(params, lr=lr)
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     raise invalid("fit()", "optimizer 'sgd', 'adam' or a callable(params, lr=...)", repr(spec),
                   "pass optimizer='sgd'")
 
 
 @constrained(lr=Real(0, low_open=True),
              optimizer=Either((Choice.literal(OptimizerName), CALLABLE)),
-             momentum=Real(0, 1, high_open=True), loss_scaling=Flag(),
+             momentum=Real(0, 1, high_open=True), weight_decay=Real(0), loss_scaling=Flag(),
              dtype=Maybe(Instance((torch.dtype,), "a torch floating-point dtype", ("float64", 64))),
-             max_epochs=Maybe(Integer(1)), patience=Integer(1), decay_patience=Integer(1),
-             decay_factor=Real(1, low_open=True), n_decays=Integer(0))
+             max_epochs=Maybe(Integer(1)), max_steps=Maybe(Integer(1)),
+             target_loss=Maybe(Real(0, low_open=True)), patience=Integer(1),
+             decay_patience=Integer(1), decay_factor=Real(1, low_open=True), n_decays=Integer(0))
 def fit(
     model: nn.Module,
     train: Any,
-    val: Any,
+    val: Any = None,
     *,
     lr: float,
     optimizer: OptimizerSpec = "sgd",
     momentum: float = 0.0,
+    weight_decay: float = 0.0,
     batch_size: int = 250,
     test: Any = None,
     loss_scaling: bool = True,
     dtype: Optional[torch.dtype] = None,
     max_epochs: Optional[int] = None,
+    max_steps: Optional[int] = None,
+    target_loss: Optional[float] = None,
     patience: int = 10,
     decay_patience: int = 5,
     decay_factor: float = 3.0,
@@ -309,7 +349,8 @@ def fit(
     generator: Optional[torch.Generator | int] = None,
     tracker: Any = None,
 ) -> FitResult:
-    """Train a classifier with the NLC paper's protocol (E.2) and loss scaling (appendix C).
+    """Train a classifier with the NLC paper's protocol (E.2) and loss scaling (appendix C), or
+    to a target training loss (Jiang et al. 2020, section 4).
 
     Softmax cross-entropy on f(x) / c, c = :func:`output_scale` at the start (appendix C); SGD
     on shuffled minibatches; after every epoch the validation classification error feeds a
@@ -318,18 +359,31 @@ def fit(
     momentum or Adam state) after each rewind. The model is trained in place and ends at the
     best weights, in the train/eval mode it came in.
 
+    With ``target_loss`` (Jiang et al.'s stopping criterion, their 0.01): no schedule and no
+    validation data needed; training runs at the rate ``lr`` until the cross-entropy of the
+    whole training set (eval mode, measured after every epoch) is at most ``target_loss``, or
+    ``max_steps`` optimizer steps (or ``max_epochs``) are done, or the loss diverges; the model
+    keeps its final weights. ``stopped_by`` says which; :func:`steps_to_loss` reads when the
+    training loss first reached a value.
+
     Args:
         model: a classifier mapping inputs (b, d) to logits (b, k).
         train, val, test: ``(inputs, labels)`` pairs (e.g. :class:`nngauge.data.LabelledData`);
-            ``test`` optional, evaluated once at the end.
+            ``val`` needed by the schedule (optional with ``target_loss``: then only its error
+            at the end is reported); ``test`` optional, evaluated once at the end.
         lr: starting learning rate (> 0); see :func:`lr_search` for the paper's grid.
         optimizer: "sgd" (default, the paper's), "adam", or ``callable(params, lr=...)``.
         momentum: SGD momentum (default 0: plain SGD as in the paper).
+        weight_decay: L2 penalty coefficient >= 0 added to the gradients by the optimizer
+            (default 0; it is not part of the reported losses).
         batch_size: minibatch size (default 250, the paper's).
         loss_scaling: divide the outputs by c in the loss (default True, appendix C).
         dtype: e.g. ``torch.float64`` (the paper trained in 64 bit): converts the model in place
             and the data; None keeps the model's dtype.
         max_epochs: a cap on training epochs (None: the schedule alone stops training).
+        max_steps: a cap on optimizer steps (training stops within an epoch when it is hit).
+        target_loss: stop once the training set's cross-entropy is at most this (> 0); None
+            (default): the schedule's protocol.
         patience, decay_patience, decay_factor, n_decays: the schedule (paper: 10, 5, 3, 10).
         generator: drives the minibatch shuffling (None: torch's global generator).
         tracker: an object with ``step(model, batch)`` (e.g. :class:`nngauge.Tracker`) called
@@ -349,12 +403,21 @@ def fit(
         ...              generator=torch.Generator().manual_seed(0))
         >>> result.best_val_error < 0.5, len(result.history)
         (True, 6)
+        >>> net = mlp(40, 64, 2, 3, generator=0)
+        >>> run = fit(net, train, lr=0.1, momentum=0.9, batch_size=50, target_loss=0.01,
+        ...           max_steps=2000, loss_scaling=False, generator=0)
+        >>> run.stopped_by, run.train_set_loss <= 0.01, run.train_error
+        ('target_loss', True, 0.0)
     """
     where = "fit()"
+    if val is None and target_loss is None:
+        raise invalid(where, "validation data (val) for the schedule's protocol",
+                      "val=None without target_loss", "pass val=(inputs, labels), or "
+                      "target_loss=0.01 to train to a training loss instead")
     schedule = StallSchedule(patience=patience, decay_patience=decay_patience,
                              decay_factor=decay_factor, n_decays=n_decays)
     train = _prepared(train, model, f"{where} (train data)")
-    val = _prepared(val, model, f"{where} (val data)")
+    val = None if val is None else _prepared(val, model, f"{where} (val data)")
     test = None if test is None else _prepared(test, model, f"{where} (test data)")
     if dtype is not None:  # only once the data are known to be good: the model is changed
         model.to(dtype)
@@ -365,56 +428,129 @@ def fit(
     if not math.isfinite(scale) or scale <= 0:
         raise invalid(where, "outputs with a positive, finite quadratic mean at initialization",
                       f"c = {scale}", "check the model's initialization or pass loss_scaling=False")
+    run = _Run(model, train, scale, batch_size, generator, tracker, max_steps,
+               lambda rate: make_optimizer(optimizer, model.parameters(), rate, momentum,
+                                           weight_decay))
+    if target_loss is None:
+        outcome = _fit_schedule(run, val, lr, schedule, max_epochs)
+    else:
+        outcome = _fit_to_loss(run, val, lr, target_loss, max_epochs)
+    model.train(was_training)
+    return FitResult(
+        **outcome,
+        test_error=None if test is None else _error_rate(model, test, batch_size),
+        train_error=_error_rate(model, train, batch_size), lr=float(lr), loss_scale=scale,
+        steps=run.steps)
 
+
+class _Run:
+    """What both protocols share: the model, its training data and loss scale, the shuffling,
+    the tracker, the step count and its cap, and how to make an optimizer for a rate."""
+
+    def __init__(self, model, train: LabelledData, scale: float, batch_size: int, generator,
+                 tracker, max_steps: Optional[int], new_optimizer) -> None:
+        self.model, self.train, self.scale, self.batch_size = model, train, scale, batch_size
+        self.generator, self.tracker, self.max_steps = generator, tracker, max_steps
+        self.new_optimizer = new_optimizer
+        self.steps = 0
+
+    @property
+    def capped(self) -> bool:
+        """Whether the step cap is reached."""
+        return self.max_steps is not None and self.steps >= self.max_steps
+
+    def epoch(self, opt) -> tuple[float, float]:
+        """One epoch (cut short at the step cap), then the tracker's ``epoch_end``; the mean
+        loss and error over its minibatches."""
+        budget = None if self.max_steps is None else self.max_steps - self.steps
+        loss, error, steps = _train_epoch(self.model, self.train, opt, self.scale,
+                                          self.batch_size, self.generator, self.tracker, budget)
+        self.steps += steps
+        if self.tracker is not None and hasattr(self.tracker, "epoch_end"):
+            self.tracker.epoch_end(self.model)
+        return loss, error
+
+
+def _fit_schedule(run: _Run, val: LabelledData, lr: float, schedule: StallSchedule,
+                  max_epochs: Optional[int]) -> dict:
+    """E.2's protocol: the validation error after every epoch drives the schedule; the model
+    ends at the best weights. Returns the :class:`FitResult` fields it decides."""
+    model, batch_size = run.model, run.batch_size
     history = [EpochRecord(0, float(lr), math.nan, math.nan,
                            _error_rate(model, val, batch_size), "improved")]
     schedule.update(history[0].val_error)
     best_state = _snapshot(model)
-    opt = make_optimizer(optimizer, model.parameters(), lr, momentum)
-    stopped_by, diverged, steps = "max_epochs", False, 0
+    opt = run.new_optimizer(lr)
+    stopped_by, diverged = "max_epochs", False
     while max_epochs is None or len(history) <= max_epochs:
         rate = lr * schedule.lr_scale
-        loss, error, taken = _train_epoch(model, train, opt, scale, batch_size, generator,
-                                          tracker)
-        steps += taken
-        if tracker is not None and hasattr(tracker, "epoch_end"):
-            tracker.epoch_end(model)
+        loss, error = run.epoch(opt)
         if not math.isfinite(loss):
             history.append(EpochRecord(len(history), rate, loss, error, math.nan, "diverged",
-                                       steps))
+                                       run.steps))
             stopped_by, diverged = "diverged", True
             break
         val_error = _error_rate(model, val, batch_size)
         action = schedule.update(val_error)
-        history.append(EpochRecord(len(history), rate, loss, error, val_error, action, steps))
+        history.append(EpochRecord(len(history), rate, loss, error, val_error, action,
+                                   run.steps))
         if action == "improved":
             best_state = _snapshot(model)
         elif action in ("decay", "stop"):
             model.load_state_dict(best_state)
-            opt = make_optimizer(optimizer, model.parameters(), lr * schedule.lr_scale, momentum)
+            opt = run.new_optimizer(lr * schedule.lr_scale)
             if action == "stop":
                 stopped_by = "schedule"
                 break
+        if run.capped:
+            stopped_by = "max_steps"
+            break
     model.load_state_dict(best_state)
-    model.train(was_training)
-    return FitResult(
-        best_val_error=schedule.best,
-        test_error=None if test is None else _error_rate(model, test, batch_size),
-        train_error=_error_rate(model, train, batch_size),
-        epochs=len(history) - 1, best_epoch=schedule.best_epoch, lr=float(lr),
-        final_lr=lr * schedule.lr_scale, n_decays=schedule.decays_done, loss_scale=scale,
-        diverged=diverged, stopped_by=stopped_by, history=tuple(history))
+    return {"best_val_error": schedule.best, "epochs": len(history) - 1,
+            "best_epoch": schedule.best_epoch, "final_lr": lr * schedule.lr_scale,
+            "n_decays": schedule.decays_done, "diverged": diverged, "stopped_by": stopped_by,
+            "history": tuple(history)}
+
+
+def _fit_to_loss(run: _Run, val: Optional[LabelledData], lr: float, target_loss: float,
+                 max_epochs: Optional[int]) -> dict:
+    """Jiang et al.'s protocol: constant rate until the training set's cross-entropy is at most
+    ``target_loss`` (checked after every epoch) or a cap; the model keeps its final weights.
+    Returns the :class:`FitResult` fields it decides."""
+    model, batch_size = run.model, run.batch_size
+    set_loss = evaluate(model, run.train, scale=run.scale, batch_size=batch_size)[0]
+    history = [EpochRecord(0, float(lr), math.nan, math.nan, math.nan, "start", 0, set_loss)]
+    opt = run.new_optimizer(lr)
+    stopped_by = "target_loss" if set_loss <= target_loss else None
+    while stopped_by is None:
+        loss, error = run.epoch(opt)
+        if not math.isfinite(loss):
+            set_loss, stopped_by = math.nan, "diverged"
+        else:
+            set_loss = evaluate(model, run.train, scale=run.scale, batch_size=batch_size)[0]
+            stopped_by = ("target_loss" if set_loss <= target_loss else "max_steps" if run.capped
+                          else "max_epochs" if max_epochs is not None
+                          and len(history) >= max_epochs else None)
+        history.append(EpochRecord(len(history), float(lr), loss, error, math.nan,
+                                   stopped_by or "continue", run.steps, set_loss))
+    return {"best_val_error": math.nan if val is None else _error_rate(model, val, batch_size),
+            "epochs": len(history) - 1, "best_epoch": len(history) - 1, "final_lr": float(lr),
+            "n_decays": 0, "diverged": stopped_by == "diverged", "stopped_by": stopped_by,
+            "history": tuple(history), "train_set_loss": set_loss}
 
 
 def _train_epoch(model, train: LabelledData, opt, scale: float, batch_size: int,
-                 generator, tracker) -> tuple[float, float, int]:
-    """One pass over shuffled minibatches; mean loss and error over the pass, and the
-    optimizer steps taken."""
+                 generator, tracker, max_batches: Optional[int] = None
+                 ) -> tuple[float, float, int]:
+    """One pass over shuffled minibatches (at most ``max_batches`` of them); mean loss and
+    error over the pass, and the optimizer steps taken."""
     model.train()
     order = torch.randperm(len(train.labels), generator=generator)
     chunks = list(order.split(batch_size))
     if len(chunks) > 1 and len(chunks[-1]) == 1 and batch_coupled(model):
         chunks.pop()  # batchnorm cannot normalize a batch of one
+    if max_batches is not None:
+        chunks = chunks[:max_batches]
     total_loss, wrong, count = 0.0, 0, 0
     for taken, idx in enumerate(chunks):
         x, y = train.inputs[idx], train.labels[idx]
