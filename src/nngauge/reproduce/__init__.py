@@ -65,6 +65,7 @@ _MODULES = (  # by paper, in the order of the papers' figures
     "_regions_and_loss",
     "_predictors",
     "_predictors_cnn",
+    "_fantastic",
 )
 
 REPRODUCTIONS: dict[str, Reproduction] = {

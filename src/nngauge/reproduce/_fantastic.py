@@ -21,13 +21,11 @@ scatter of every measure against the gap, Psi per hyperparameter) and ``README.m
 from __future__ import annotations
 
 import base64
-import functools
 import html
 import io
 import math
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -40,7 +38,7 @@ from nngauge.reproduce._base import (
     Verdict,
     run_reproduction_study,
 )
-from nngauge.reproduce._fantastic_claims import CLAIMS, judge_claims
+from nngauge.reproduce._fantastic_claims import judge_claims
 
 N_SEEDS = 3
 """Replicates of the whole zoo; each claim is judged at each and counted."""
@@ -50,55 +48,22 @@ AT_INIT = ("nlc", "n_params", "synflow", "naswot", "jacob_cov", "grad_norm", "zi
            "zen_score", "layer_spectra")
 """The measures taken at initialization (the NLC paper's and the zero-cost proxies' setting)."""
 AFTER_TRAINING = ("norm_measures", "distance_from_init", "flatness", "gradient_noise",
-                  "capacity", "layer_spectra", "nlc")
+                  "layer_spectra", "nlc")
 """The measures taken after training (Jiang et al.'s setting; columns ``<name>_after``)."""
-
-SETTINGS: dict[str, tuple[dict[str, Any], int]] = {
-    "small": ({
-        "data": {"source": "mnist1d", "split": [0.8, 0.2]},
-        "grid": {"family": ["mlp", "cnn", "resnet"], "depth": [1, 2], "width": [16, 32],
-                 "lr": [0.02, 0.1], "batch_size": [32, 128], "train_size": [500, 2000],
-                 "weight_decay": [0.0, 0.0005], "batch_norm": False, "dropout": 0.0,
-                 "label_noise": 0.0, "optimizer": "momentum"},
-        "measures": {"names": list(AT_INIT), "batch_size": 250},
-        "training": {"target_loss": 0.01, "max_steps": 600, "momentum": 0.9,
-                     "measure_after": list(AFTER_TRAINING), "keep_weights": False},
-    }, 2),
-    "paper": ({
-        "data": {"source": "mnist1d", "split": [0.8, 0.2]},
-        "grid": {"family": ["mlp", "cnn", "resnet"], "depth": [1, 2, 3], "width": [16, 32, 64],
-                 "lr": [0.01, 0.03, 0.1], "batch_size": [32, 64, 128],
-                 "train_size": [1000, 4000], "weight_decay": [0.0, 0.0005],
-                 "dropout": [0.0, 0.25], "batch_norm": False, "label_noise": 0.0,
-                 "optimizer": "momentum"},
-        "measures": {"names": list(AT_INIT), "batch_size": 250},
-        "training": {"target_loss": 0.01, "max_steps": 20000, "momentum": 0.9,
-                     "measure_after": list(AFTER_TRAINING), "keep_weights": True},
-    }, 0),
-}
-"""Per scale: the zoo's study spec (without name and seeds) and its worker processes (0: every
-CPU; ``--ray ADDRESS`` for a cluster)."""
+SCALES = {"small": ("default", 2), "paper": ("paper", 0)}
+"""Reproduction scale -> (:func:`nngauge.studies.zoo_spec` scale, worker processes; 0: every
+CPU, or ``--ray ADDRESS`` for a cluster)."""
 
 COLUMNS = ("seed", "measure", "n", "tau", "tau_low", "tau_high", "psi", "psi_low",
            "psi_high", "cmi", "cmi_low", "cmi_high", "cmi_condition", "sign_error",
            "sign_error_p90", "sign_error_mean")
 
 
-def _settings(scale: str) -> dict[str, Any]:
-    return SETTINGS[scale][0]
-
-
-def hyperparameters(scale: str) -> list[str]:
-    """The hyperparameters the scale's grid varies (what the scores condition on)."""
-    return [name for name, values in _settings(scale)["grid"].items()
-            if isinstance(values, list) and len(values) > 1]
-
-
 def measure_columns(table) -> list[str]:
     """The table's measure columns: every numeric column after the record, with at least two
     distinct finite values (a constant column ranks nothing)."""
-    from nngauge.studies._zoo import RECORD
     from nngauge.studies._grid import HYPERPARAMETERS
+    from nngauge.studies._zoo import RECORD
 
     skip = {"key", "network", "seed", "seconds", *HYPERPARAMETERS, *RECORD}
     out = []
@@ -111,12 +76,13 @@ def measure_columns(table) -> list[str]:
     return out
 
 
-def score_zoo(table, scale: str, seed: int):
-    """Each seed's ranking (:class:`~nngauge.studies.MeasureScores`) and its Kendall taus
-    against the test error: ([scores], [{column: KendallTau}])."""
+def score_zoo(table, seed: int):
+    """Each seed's ranking (:class:`~nngauge.studies.MeasureScores`, conditioned on the
+    hyperparameters the grid varies) and its Kendall taus against the test error:
+    ([scores], [{column: KendallTau}])."""
     from nngauge.studies import kendall_tau, score_measures
 
-    varied = hyperparameters(scale)
+    varied = table.attrs["hyperparameters"]
     rankings, taus = [], []
     for replicate in sorted(table["seed"].unique()):
         part = table[table["seed"] == replicate].reset_index(drop=True)
@@ -128,23 +94,23 @@ def score_zoo(table, scale: str, seed: int):
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
     """Train the zoo at :data:`N_SEEDS` seeds, measure, score and judge (module docstring)."""
-    from nngauge.studies import parse_spec
-    from nngauge.studies._zoo import network_table
+    from nngauge.studies import network_table, zoo_spec
 
-    raw, workers = SETTINGS[scale]
+    zoo_scale, workers = SCALES[scale]
     seed = seed_of(generator)
-    spec = parse_spec({"name": f"fantastic-{scale}", "seed": seed,
-                       "seeds": list(range(N_SEEDS)), **raw})
+    spec = zoo_spec(zoo_scale, seeds=range(N_SEEDS), measures=AT_INIT,
+                    measure_after=AFTER_TRAINING, name=f"fantastic-{scale}", seed=seed)
     with tempfile.TemporaryDirectory(prefix="fantastic-") as folder:
         url = f"sqlite:///{Path(folder) / 'zoo.db'}"
         failed = run_reproduction_study(spec, url, workers).failed
         table = network_table(url)
-    return computed_from(table, scale, seed, failed=len(failed))
+    return computed_from(table, seed, failed=len(failed))
 
 
-def computed_from(table, scale: str, seed: int, *, failed: int = 0) -> Computed:
-    """The CSV rows, comparisons and claims of a trained zoo's table."""
-    rankings, taus = score_zoo(table, scale, seed)
+def computed_from(table, seed: int, *, failed: int = 0) -> Computed:
+    """The CSV rows, comparisons and claims of a trained zoo's table
+    (:func:`nngauge.studies.network_table`)."""
+    rankings, taus = score_zoo(table, seed)
     frames = [r.to_frame() for r in rankings]
     rows = tuple((replicate, *(row[c] for c in COLUMNS[1:]))
                  for replicate, frame in enumerate(frames)
@@ -152,7 +118,7 @@ def computed_from(table, scale: str, seed: int, *, failed: int = 0) -> Computed:
     verdicts = judge_claims(frames, taus)
     first = frames[0].iloc[0]
     comparison = (
-        Comparison("networks per seed", float(len(table) / N_SEEDS), None,
+        Comparison("networks per seed", float(len(table) / table["seed"].nunique()), None,
                    f"{failed} failed units; gap mean {table[TARGET].mean():.3f}",
                    key="networks"),
         Comparison(f"best measure by Psi (seed 0): {first['measure']}", float(first["psi"]),
@@ -163,8 +129,7 @@ def computed_from(table, scale: str, seed: int, *, failed: int = 0) -> Computed:
           for i, v in enumerate(verdicts)),
     )
     return Computed(columns=COLUMNS, rows=rows, comparison=comparison,
-                    extra={"table": table, "rankings": rankings, "claims": verdicts,
-                           "scale": scale})
+                    extra={"table": table, "rankings": rankings, "claims": verdicts})
 
 
 def judge(computed: Computed) -> Verdict:
@@ -256,17 +221,18 @@ REPRODUCTION = Reproduction(
                 "generalization gap at three seeds",
     differences={
         "small": (
-            "MNIST-1D instead of CIFAR-10 / SVHN; 3 families x 2 depths x 2 widths x 2 rates x "
-            "2 batch sizes x 2 training-set sizes x 2 weight decays = 192 networks a seed "
-            "instead of 2,187 (Jiang's seven hyperparameters at three values); training stops "
-            "at cross-entropy 0.01 or 600 steps (the cap is recorded per network)",
+            "MNIST-1D (500 training samples) instead of CIFAR-10 / SVHN; nngauge.studies."
+            "zoo_spec('default'): 3 families x 2 depths x 2 widths x batch norm x 2 weight "
+            "decays x 2 rates x 2 batch sizes = 192 networks a seed instead of 2,187; training "
+            "stops at cross-entropy 0.01 or 2,000 steps (the stop reason is recorded per "
+            "network)",
         ),
         "paper": (
-            "MNIST-1D instead of CIFAR-10 / SVHN; 3 x 3 x 3 x 3 x 3 x 2 x 2 x 2 = 3,888 "
-            "networks a seed, trained to cross-entropy 0.01 or 20,000 steps: --ray ADDRESS",
+            "MNIST-1D instead of CIFAR-10 / SVHN; zoo_spec('paper'): 2,304 networks a seed, "
+            "every hyperparameter varied: --ray ADDRESS",
         ),
     },
-    small_runtime="~30 min",
+    small_runtime="~25 min",
     compute=compute,
     plot=plot,
     claim="Flatness and PAC-Bayes measures predict the generalization gap best; products of "

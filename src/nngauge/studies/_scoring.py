@@ -674,6 +674,7 @@ def _summaries(losses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return nothing, nothing, nothing
     ordered = np.sort(np.where(np.isfinite(losses), losses, np.inf), axis=1)
     count = np.isfinite(ordered).sum(1)
+    ordered[count == 0] = 0.0  # a row without a finite value: NaN below, no inf - inf
     last = np.maximum(count - 1, 0)
     position = 0.9 * last
     below = np.floor(position).astype(int)
