@@ -143,3 +143,27 @@ def test_the_reproduction_is_listed_with_its_page():
 
     record = get("fantastic")
     assert record.pages is not None and record.judge is not None
+
+
+def test_the_readme_table_is_written_from_a_runs_files(tiny_zoo, tmp_path):
+    """docs/write_fantastic.py reads the CSV and README a run wrote: one row per measure of
+    seed 0, with the count of seeds that rank it in their top ten, the verdict and the time."""
+    import importlib.util
+    from pathlib import Path
+
+    from nngauge.reproduce import _fantastic as fantastic
+    from nngauge.reproduce._base import write_csv
+
+    computed = fantastic.computed_from(tiny_zoo, seed=0)
+    write_csv(tmp_path / "fantastic.csv", computed.columns, computed.rows)
+    (tmp_path / "README.md").write_text("**Verdict: differs.** because\n\nRebuilt by `x` in "
+                                        "120.0 s.\n")
+    path = Path(__file__).resolve().parents[1] / "docs" / "write_fantastic.py"
+    spec = importlib.util.spec_from_file_location("write_fantastic", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.section(tmp_path)
+    first = [r for r in computed.records() if r["seed"] == 0]
+    assert text.count("\n| `") == len(first)
+    assert f"| `{first[0]['measure']}` |" in text
+    assert "Verdict: differs; the run took 2.0 min" in text
