@@ -41,7 +41,7 @@ per-sample terms.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -60,12 +60,11 @@ from nngauge.measures.generalization._distance import (
     spectral_norm,
 )
 from nngauge.measures.generalization._fold import folded_graph, folded_mode
-from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._norms import (
     _nonpositive_margin,
     _safe_exp,
     _sum_log,
-    float_input_shape,
+    margin_and_layers,
 )
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
 from nngauge.measures.generalization._weights import WeightLayer, weight_layers
@@ -241,13 +240,8 @@ def norm_measures(
     where = "norm_measures()"
     if initial_model is not None:
         matched_parameters(model, initial_model, where)
-    adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
-    scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
-    margins = margins_of(scores, targets)
-    gamma = epsilon_margin(margins, percentile)
-    input_shape = float_input_shape(data, where)
-    graph = folded_graph(model, input_shape, where)
-    layers = weight_layers(graph)
+    adapter, margins, gamma, input_shape, graph, layers = margin_and_layers(
+        model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where)
     if not layers:
         raise invalid(where, "a network with at least one Linear or Conv layer",
                       "no weight layers", "pass a network of Linear/Conv layers")

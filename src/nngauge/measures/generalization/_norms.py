@@ -265,6 +265,20 @@ class CapacityResult(Result):
     margin_percentile = deprecated_attribute("percentile")
 
 
+
+def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOptions, *,
+                      percentile: float, batch_size: int, where: str):
+    """What every norm-over-margin measure reads first: (the eval-mode adapter, the margins of
+    the data, the epsilon-margin gamma at ``percentile``, the float input shape, the
+    batchnorm-folded graph, its weight layers)."""
+    adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
+    scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
+    margins = margins_of(scores, targets)
+    input_shape = float_input_shape(data, where)
+    graph = folded_graph(model, input_shape, where)
+    return (adapter, margins, epsilon_margin(margins, percentile), input_shape, graph,
+            weight_layers(graph))
+
 @renamed(margin_percentile="percentile")
 @constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
 @model_options("output")
@@ -331,13 +345,8 @@ def capacity(
     if not 0 <= percentile < 100:
         raise invalid(where, "percentile in [0, 100)", f"{percentile!r}",
                       "pass e.g. percentile=5 (the paper)")
-    adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
-    scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
-    margins = margins_of(scores, targets)
-    gamma = epsilon_margin(margins, percentile)
-    input_shape = float_input_shape(data, where)
-    graph = folded_graph(model, input_shape, where)
-    layers = weight_layers(graph)
+    adapter, margins, gamma, input_shape, graph, layers = margin_and_layers(
+        model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where)
     obstacles = path_obstacles(graph, layers)
     _check_measurable(layers, obstacles, where)
     rows = layer_norms(layers)
