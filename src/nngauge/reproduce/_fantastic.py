@@ -232,7 +232,7 @@ REPRODUCTION = Reproduction(
             "every hyperparameter varied: --ray ADDRESS",
         ),
     },
-    small_runtime="~25 min",
+    small_runtime="~55 min",
     compute=compute,
     plot=plot,
     claim="Flatness and PAC-Bayes measures predict the generalization gap best; products of "
