@@ -20,9 +20,7 @@ scatter of every measure against the gap, Psi per hyperparameter) and ``README.m
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 import tempfile
 from pathlib import Path
@@ -31,6 +29,7 @@ import torch
 
 from nngauge._citations import cite
 from nngauge._random import seed_of
+from nngauge.report._figures import png_data_uri
 from nngauge.reproduce._base import (
     Comparison,
     Computed,
@@ -150,16 +149,6 @@ def plot(computed: Computed, figure) -> None:
     computed.extra["rankings"][0].plot(figure.subplots())
 
 
-def _figure_png(draw) -> str:
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(3.2, 2.6), layout="constrained")
-    draw(figure.subplots())
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def write_page(computed: Computed, folder: Path) -> Path:
     """``fantastic.html``: one self-contained page (figures inlined, no script): the verdict per
     claim, seed 0's ranking with intervals, Psi per hyperparameter, and a scatter of every
@@ -193,8 +182,9 @@ def write_page(computed: Computed, folder: Path) -> Path:
             ax.tick_params(labelsize=6)
         return draw
 
-    figures = "".join(f'<img alt="{html.escape(c)}" src="data:image/png;base64,'
-                      f'{_figure_png(scatter(c))}">' for c in frame["measure"])
+    figures = "".join(f'<img alt="{html.escape(c)}" '
+                      f'src="{png_data_uri(scatter(c), size=(3.2, 2.6))}">'
+                      for c in frame["measure"])
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>fantastic</title>"
             "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto}"
             "table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ddd;"
