@@ -332,7 +332,7 @@ def test_pacbayes_search_brackets_the_crossing_of_a_dense_scan(magnitude):
         assert deviation(p.sigma) == pytest.approx(p.deviation, abs=1e-6)
     grid = np.linspace(0, 3 * r.upper, 61)[1:]
     first = next(s for s in grid if deviation(s) > 0.1)
-    step = grid[1] - grid[0]
+    step = (grid[1] - grid[0]) * (1 + 1e-9)  # a scan point can sit on the bracket's end
     assert r.lower - step <= first <= r.upper + step
     assert r.flatness == pytest.approx(1 / r.sigma ** 2)
 
@@ -354,11 +354,37 @@ def test_sharpness_search_brackets_the_crossing_of_a_dense_scan(magnitude):
     assert deviation(r.upper) == pytest.approx(r.deviation_upper, abs=1e-6)
     grid = np.linspace(0, 3 * r.upper, 31)[1:]
     first = next(s for s in grid if deviation(s) > 0.1)
-    step = grid[1] - grid[0]
+    step = (grid[1] - grid[0]) * (1 + 1e-9)  # a scan point can sit on the bracket's end
     assert r.lower - step <= first <= r.upper + step
     # the worst case is worse than the average: the box search finds a smaller scale
     gaussian = flatness(net, FLAT_X, y, magnitude=magnitude, n_probes=8, n_iter=10, generator=3)
     assert r.sigma < gaussian.sigma
+
+
+@pytest.mark.parametrize("crossing", [3e-4, 0.7, 1.0, 5e3])
+def test_the_search_brackets_a_crossing_at_any_scale_to_its_relative_precision(crossing):
+    """A deviation that crosses the threshold at ``crossing``: the bracket holds it and its
+    width is 2**-n_iter of its lower end, whether the crossing lies above or far below the
+    first sigma (a search of [0, 1] by halving its width left sigma = 0 there: flatness inf
+    at n_iter = 8 for a crossing at 3e-4)."""
+    from nngauge.measures.generalization._flatness import _bisect
+
+    points, (lower, d_lower), (upper, d_upper) = _bisect(
+        lambda sigma: 0.2 if sigma > crossing else 0.0, 0.1, 8)
+    assert d_lower <= 0.1 < d_upper and lower <= crossing < upper
+    assert upper - lower <= lower * 2 ** -8 * (1 + 1e-12)
+    assert len(points) <= 2 + abs(math.log2(crossing)) + 8
+
+
+def test_the_search_reports_a_deviation_that_never_or_always_crosses():
+    """Never above the threshold: upper is inf (flatness 1/sigma^2 of the last sigma tried);
+    above it at every scale down to 2**-40: lower is 0 (flatness inf)."""
+    from nngauge.measures.generalization._flatness import MAX_DOUBLINGS, _bisect
+
+    _, lower, upper = _bisect(lambda sigma: 0.0, 0.1, 8)
+    assert upper[0] == math.inf and lower[0] == 2.0 ** MAX_DOUBLINGS
+    _, lower, upper = _bisect(lambda sigma: 1.0, 0.1, 8)
+    assert lower[0] == 0.0 and upper[0] == 2.0 ** -MAX_DOUBLINGS
 
 
 def test_a_search_with_a_wrong_threshold_would_not_pass_the_bracket_check():

@@ -15,8 +15,9 @@ accuracy), with every parameter perturbed by u_i ~ N(0, s_i^2) or boxed |u_i| <=
     s_i = sqrt(sigma^2 w_i^2 + epsilon^2)        (pacbayes.mag.*, sharpness.mag.*: their
                                                   magnitude-aware N(0, sigma'^2 |w_i|^2 + eps^2))
 
-The scale is found by bisection: from sigma = 1, doubled until D exceeds the threshold, then
-halved ``n_iter`` times, keeping D(lower) <= threshold < D(upper). The probes are drawn once
+The scale is found by bisection: from sigma = 1, doubled while D stays under the threshold or
+halved while it is above, to a bracket [s, 2 s], then halved ``n_iter`` times, keeping
+D(lower) <= threshold < D(upper) (relative precision 2**-n_iter). The probes are drawn once
 (the same standard Gaussians, or the same ascent mini-batches, at every sigma: common random
 numbers), so D is one deterministic function of sigma and the bracket holds a crossing of it.
 Jiang et al. draw new ones at every step and stop at |D - threshold| < 0.01.
@@ -66,10 +67,11 @@ from nngauge.measures.generalization._sharpness import (
 Kind = Literal["pacbayes", "sharpness"]
 Criterion = Literal["error", "loss"]
 START = 1.0
-"""The first sigma tried; doubled until the deviation exceeds the threshold."""
+"""The first sigma tried; doubled or halved from there to a bracket [s, 2 s]."""
 MAX_DOUBLINGS = 40
-"""Doublings of sigma before the search gives up (the deviation never exceeds the threshold:
-``upper`` is then inf)."""
+"""Doublings (or halvings) of sigma before the search gives up: the deviation never exceeds
+the threshold (``upper`` is then inf), or exceeds it at every scale down to 2**-40 (``lower``
+is then 0 and the flatness inf)."""
 
 
 @dataclass(frozen=True)
@@ -186,8 +188,9 @@ def flatness(
     ``magnitude`` s_i = sqrt(sigma^2 w_i^2 + epsilon^2) (Jiang et al.'s magnitude-aware
     N(0, sigma'^2 |w_i|^2 + epsilon^2), epsilon = 1e-3). c is the training error (``criterion=
     "error"``, Jiang et al.'s deviation of the training accuracy) or the loss (``"loss"``).
-    Bisection: sigma = 1, doubled until D(sigma) > threshold, then ``n_iter`` halvings of the
-    bracket [lower, upper], D(lower) <= threshold < D(upper); a NaN deviation counts as above.
+    Bisection: sigma = 1, doubled while D(sigma) <= threshold or halved while above, to a
+    bracket [s, 2 s], then ``n_iter`` halvings of the bracket [lower, upper], D(lower) <=
+    threshold < D(upper); a NaN deviation counts as above.
     The same probes serve every sigma (the same Gaussians; the same ascent mini-batches), so
     that D is one function of sigma, and the bracket holds its crossing of the threshold.
 
@@ -338,7 +341,13 @@ def _ascent_deviation(adapter, loss_fn, score, params, x, y, base, magnitude, ep
 
 def _bisect(deviation: Callable[[float], float], threshold: float, n_iter: int):
     """Every (sigma, D) evaluated, and the bracket's ends (sigma, D): D(lower) <= threshold <
-    D(upper) (a NaN deviation counts as above)."""
+    D(upper) (a NaN deviation counts as above).
+
+    The bracket is found geometrically from :data:`START`: doubled while D stays at or under
+    the threshold, halved while it is above, so that it is [s, 2 s] whatever the network's
+    scale (an arithmetic search of [0, 1] would need log2(1 / s) extra halvings to leave 0
+    and, short of them, report sigma = 0); ``n_iter`` halvings then narrow it to
+    2**-n_iter of s."""
     points = []
 
     def evaluate(sigma: float) -> tuple[float, float]:
@@ -346,13 +355,16 @@ def _bisect(deviation: Callable[[float], float], threshold: float, n_iter: int):
         points.append(FlatnessPoint(sigma, value))
         return sigma, value
 
-    lower, upper = (0.0, 0.0), evaluate(START)
-    doublings = 0
-    while upper[1] <= threshold:
-        if doublings == MAX_DOUBLINGS:
-            return points, upper, (math.inf, math.nan)
-        lower, upper = upper, evaluate(2 * upper[0])
-        doublings += 1
+    edge = evaluate(START)
+    under = edge[1] <= threshold  # then double until above; else halve until under
+    for _ in range(MAX_DOUBLINGS):
+        step = evaluate(edge[0] * (2 if under else 0.5))
+        if (step[1] <= threshold) != under:
+            lower, upper = (edge, step) if under else (step, edge)
+            break
+        edge = step
+    else:
+        return (points, edge, (math.inf, math.nan)) if under else (points, (0.0, 0.0), edge)
     for _ in range(n_iter):
         middle = evaluate((lower[0] + upper[0]) / 2)
         if middle[1] <= threshold:
