@@ -262,3 +262,67 @@ def test_measure_after_measures_the_trained_network_and_keeps_a_dead_ones_errors
         run_unit(UnitTask(spec, arch, train))
     with pytest.raises(NNGaugeError, match="training.measure_after"):
         parse_spec({**ONE_ARCH, "training": {"measure_after": ["nlc", "rho"]}})
+
+
+def test_measure_options_are_validated_sorted_and_part_of_the_study_id():
+    """``[measures.options.<name>]``: keyword options of the measure's function; a study
+    without them keeps the id it had before options existed (no ``options`` in its content)."""
+    plain = parse_spec({**ONE_ARCH, "measures": {"names": ["jacobian_norm", "nlc"]}})
+    assert "options" not in plain.to_dict()["measures"] and plain.measures.options == ()
+    spec = parse_spec({**ONE_ARCH, "measures": {
+        "names": ["jacobian_norm", "nlc"],
+        "options": {"nlc": {"n_probes": 3}, "jacobian_norm": {"rms": True, "ord": "fro"}}}})
+    assert spec.measures.options_of() == {"jacobian_norm": {"ord": "fro", "rms": True},
+                                          "nlc": {"n_probes": 3}}
+    assert [name for name, _ in spec.measures.options] == ["jacobian_norm", "nlc"]
+    assert spec.study_id != plain.study_id
+    assert spec.to_dict()["measures"]["options"] == spec.measures.options_of()
+
+
+@pytest.mark.parametrize("options, field, says", [
+    ({"correlations": {"n_iter": 3}}, "measures.options.correlations",
+     "a measure the study takes"),
+    ({"flatness": {"kind": "sharpness"}}, "measures.options.flatness.kind",
+     "the study sets it"),
+    ({"flatness": {"generator": 3}}, "measures.options.flatness.generator",
+     "the study sets it"),
+    ({"flatness": {"n_iters": 3}}, "measures.options.flatness.n_iters", "valid: "),
+    ({"flatness": {"n_iter": 0}}, "measures.options.flatness.n_iter", "expected"),
+    ({"flatness": {"threshold": "high"}}, "measures.options.flatness.threshold", "expected"),
+    ({"flatness": {}}, "measures.options.flatness", "a table of keyword arguments"),
+    ({"kernel_conditioning": {"n_iter": 3}}, "measures.options.kernel_conditioning",
+     "its own way"),
+])
+def test_bad_measure_options_name_the_field_and_what_it_takes(options, field, says):
+    raw = {**ONE_ARCH, "measures": {"names": ["nlc", "kernel_conditioning"],
+                                    "options": options},
+           "training": {"measure_after": ["flatness"]}}
+    with pytest.raises(NNGaugeError) as info:
+        parse_spec(raw)
+    message = str(info.value)
+    assert f"field {field}" in message and says in message and "Fix:" in message
+    assert "\n" not in message
+
+
+def test_measure_options_reach_the_function_at_initialization():
+    """The recorded column is the function's value with the spec's options on top of the
+    study's own (its batch size and generator): the Frobenius RMS Jacobian norm here, which
+    differs from the default operator norm."""
+    from nngauge import jacobian_norm
+    from nngauge.studies._units import _generator, run_unit, study_data
+
+    raw = {**ONE_ARCH, "training": {"enabled": False}}
+    plain = parse_spec({**raw, "measures": {"names": ["jacobian_norm"]}})
+    spec = parse_spec({**raw, "measures": {"names": ["jacobian_norm"], "options": {
+        "jacobian_norm": {"ord": "fro", "rms": True, "method": "exact"}}}})
+    arch = resolve_architectures(spec)[0]
+    unit = plan_units(spec)[0]
+    recorded = run_unit(UnitTask(spec, arch, unit))["measures"]["jacobian_norm"]
+    default = run_unit(UnitTask(plain, arch, plan_units(plain)[0]))["measures"]["jacobian_norm"]
+    train = study_data(spec.data, spec.seed)[0]
+    expected = jacobian_norm(
+        build_model(UnitTask(spec, arch, unit)), train, ord="fro", rms=True, method="exact",
+        batch_size=spec.measures.batch_size,
+        generator=_generator(derive_seed(spec.seed, "measure", unit.arch_index, unit.seed))).norm
+    assert recorded == pytest.approx(expected, rel=1e-6)
+    assert abs(recorded - default) > 1e-3 * abs(default)

@@ -351,7 +351,8 @@ for the Ray executor on a cluster."""
 
 
 def zoo_spec(scale: str = "default", *, source: str = "mnist1d", seeds=(0, 1, 2),
-             measures=(), measure_after=(), name: Optional[str] = None, seed: int = 0):
+             measures=(), measure_after=(), measure_options=None, name: Optional[str] = None,
+             seed: int = 0):
     """The :class:`~nngauge.studies.StudySpec` of a model zoo at a named scale (:data:`SCALES`).
 
     Args:
@@ -360,6 +361,8 @@ def zoo_spec(scale: str = "default", *, source: str = "mnist1d", seeds=(0, 1, 2)
         seeds: the replicates (each trains the whole zoo).
         measures, measure_after: study measure names (:data:`nngauge.studies.MEASURES`) taken
             at initialization and after training.
+        measure_options: ``{measure name: {keyword: value}}``, the spec's
+            ``[measures.options]`` (e.g. ``{"flatness": {"n_iter": 8}}``).
         name: the study's name (default ``zoo-<scale>``). seed: the study seed (data split).
 
     Example:
@@ -375,6 +378,8 @@ def zoo_spec(scale: str = "default", *, source: str = "mnist1d", seeds=(0, 1, 2)
                                f"{scale!r}. Fix: use one of those.")
     return parse_spec({"name": name or f"zoo-{scale}", "seed": seed, "seeds": list(seeds),
                        "data": {"source": source, "split": [0.8, 0.2]},
-                       "grid": SCALES[scale]["grid"], "measures": {"names": list(measures)},
+                       "grid": SCALES[scale]["grid"],
+                       "measures": {"names": list(measures),
+                                    **({"options": measure_options} if measure_options else {})},
                        "training": {**SCALES[scale]["training"],
                                     "measure_after": list(measure_after)}})

@@ -28,6 +28,9 @@ measures, training protocol, learning rates and seeds::
     [measures]
     names = ["nlc", "jacobian_norm"]   # or proxies: "synflow", "naswot", "n_params", ...
 
+    [measures.options.jacobian_norm]   # keyword options of a measure's function, for every
+    n_iter = 10                        # run of it (at initialization and after training)
+
     [training]
     enabled = true
     lrs = [0.1, 0.3]                # or lr_start, lr_factor, n_lrs: a geometric grid;
@@ -130,6 +133,8 @@ TRAINING_KEYS = ("enabled", "lrs", "lr_start", "lr_factor", "n_lrs", "lr_scale",
                  "batch_size", "max_epochs", "patience", "decay_patience", "n_decays",
                  "loss_scaling", "measure_after")
 """The ``[training]`` fields of a study of ``[architectures]``."""
+MEASURES_KEYS = ("names", "batch_size", "options")
+"""The ``[measures]`` fields."""
 GRID_TRAINING = ("target_loss", "max_steps", "momentum", "keep_weights")
 """The ``[training]`` fields only a ``[grid]`` study has."""
 GRID_TRAINING_KEYS = ("loss_scaling", "measure_after", *GRID_TRAINING)
@@ -173,6 +178,14 @@ class MeasureSpec:
 
     names: tuple[str, ...] = ("nlc",)
     batch_size: int = 250
+    options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    """Keyword options of measures' functions, by study name, sorted (``[measures.options.
+    flatness] n_iter = 8``): every run of that measure, at initialization and after training,
+    takes them on top of the study's own. Empty: each function's defaults."""
+
+    def options_of(self) -> dict[str, dict[str, Any]]:
+        """The options as ``{measure name: {keyword: value}}``."""
+        return {name: dict(pairs) for name, pairs in self.options}
 
 
 @dataclass(frozen=True)
@@ -225,6 +238,10 @@ class StudySpec:
     def to_dict(self) -> dict:
         """Plain JSON-ready content (tuples of pairs become mappings again)."""
         out = dataclasses.asdict(self)
+        if self.measures.options:
+            out["measures"]["options"] = self.measures.options_of()
+        else:  # as before measure options: the ids of studies without them unchanged
+            del out["measures"]["options"]
         if self.grid is None:  # as before grids: the ids of other studies unchanged
             del out["grid"]
             for key in GRID_TRAINING:
@@ -302,7 +319,7 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
     data = _Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess"))
     arch = _Table(top.get("architectures", {}), "architectures.",
                   ("family", "image_shape", "sample", "overrides", "explicit"))
-    measures = _Table(top.get("measures", {}), "measures.", ("names", "batch_size"))
+    measures = _Table(top.get("measures", {}), "measures.", MEASURES_KEYS)
     training = _Table(top.get("training", {}), "training.", TRAINING_KEYS)
     family = arch.choice("family", "mlp", tuple(FAMILIES))
     spec = StudySpec(
@@ -318,7 +335,7 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
             family=family,
             image_shape=_image_shape(arch, family),
         ),
-        measures=_measures(measures, ["nlc"]),
+        measures=_measures(measures, ["nlc"], training),
         training=TrainingSpec(
             enabled=training.boolean("enabled", True),
             lrs=_lrs(training) if training.get("lr_start", None) != "auto" else (),
@@ -375,8 +392,8 @@ def _parse_grid_spec(top: _Table, default_name: str) -> StudySpec:
         dtype=top.choice("dtype", "float32", DTYPES),
         data=_data(_Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess")),
                    grid=True),
-        measures=_measures(_Table(top.get("measures", {}), "measures.",
-                                  ("names", "batch_size")), []),
+        measures=_measures(_Table(top.get("measures", {}), "measures.", MEASURES_KEYS), [],
+                           training),
         training=TrainingSpec(
             lrs=(), optimizer="sgd", loss_scaling=training.boolean("loss_scaling", False),
             measure_after=tuple(training.names("measure_after", [], MEASURES)),
@@ -394,9 +411,59 @@ def _data(data: _Table, *, grid: bool = False) -> DataSpec:
                     preprocess=data.choice("preprocess", "standardize", PREPROCESSING))
 
 
-def _measures(measures: _Table, default: list) -> MeasureSpec:
-    return MeasureSpec(names=tuple(measures.names("names", default, MEASURES)),
-                       batch_size=measures.integer("batch_size", 250, least=2))
+def _measures(measures: _Table, default: list, training: _Table) -> MeasureSpec:
+    names = tuple(measures.names("names", default, MEASURES))
+    taken = {*names, *training.names("measure_after", [], MEASURES)}
+    return MeasureSpec(names=names, batch_size=measures.integer("batch_size", 250, least=2),
+                       options=_measure_options(measures.table("options"), taken))
+
+
+STUDY_KEYWORDS = ("model", "data", "labels", "generator", "initial_model")
+"""Arguments a study gives every measure itself: not options of ``[measures.options]``."""
+
+
+def _measure_options(raw: dict, taken: set) -> tuple:
+    """``[measures.options]`` validated: a table per measure the study takes, of keywords of
+    its function (checked against the function's declared constraints), none the study gives
+    itself (:data:`STUDY_KEYWORDS`) or a variant of the measure sets (flatness' ``kind``)."""
+    import inspect
+
+    from nngauge._constraints import declared
+    from nngauge.studies._units import DERIVED, RULES
+
+    out = []
+    for name, options in sorted(raw.items()):
+        where = f"measures.options.{name}"
+        if name not in taken:
+            raise _fail(where, "options of a measure the study takes (measures.names or "
+                        f"training.measure_after: {sorted(taken)})", name,
+                        f"add {name!r} to measures.names, or remove the table")
+        if name in RULES or name in DERIVED:
+            raise _fail(where, "a measure the study runs through its function", name,
+                        f"remove the table: a study takes {name} its own way "
+                        "(nngauge.studies.MEASURES' docs)")
+        if not isinstance(options, dict) or not options:
+            raise _fail(where, "a table of keyword arguments", options,
+                        f"write [{where}] and keyword = value lines, e.g. n_iter = 8")
+        entry = ENTRIES[name]
+        own = {key for variant in entry.variants.values() for key in variant}
+        parameters = inspect.signature(entry.function).parameters
+        valid = sorted(key for key, p in parameters.items() if p.kind == p.KEYWORD_ONLY
+                       and key not in (*STUDY_KEYWORDS, *own))
+        constraints = declared(entry.function)
+        for key, value in options.items():
+            if key not in valid:
+                raise UnknownNameError(
+                    f"study spec field {where}.{key} is not an option a study can give "
+                    f"{entry.function.__name__}(); valid: {', '.join(valid)}. Fix: remove or "
+                    "rename it" + (" (the study sets it for each of its columns)"
+                                   if key in (*STUDY_KEYWORDS, *own) else "") + ".")
+            constraint = constraints.get(key)
+            if constraint is not None and not constraint.accepts(value):
+                raise _fail(f"{where}.{key}", constraint.expected(), value,
+                            f"write {key} = a value of that kind, or remove it")
+        out.append((name, tuple(sorted(options.items()))))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------- validation

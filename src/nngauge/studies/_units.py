@@ -288,7 +288,8 @@ def run_unit(task: UnitTask) -> dict:
     if unit.kind == "init":
         generator = _generator(derive_seed(task.spec.seed, "measure", unit.arch_index, unit.seed))
         measures = _measure(task.spec.measures.names, model, (train, val, test),
-                            task.spec.measures.batch_size, generator)
+                            task.spec.measures.batch_size, generator,
+                            options=task.spec.measures.options_of())
         return {"measures": measures, "train": None,
                 "seconds": time.perf_counter() - started}
     from nngauge.training import fit, smallest_lr
@@ -315,7 +316,8 @@ def run_unit(task: UnitTask) -> dict:
                                            unit.seed, lr))
         after = {f"{column}{AFTER}": value for column, value in _measure(
             t.measure_after, model, (train, val, test), task.spec.measures.batch_size,
-            generator, undefined_as_nan=True, initial=initial).items()}
+            generator, undefined_as_nan=True, initial=initial,
+            options=task.spec.measures.options_of()).items()}
     return {"measures": after,
             "train": {"lr": lr, "best_val_error": result.best_val_error,
                       "test_error": result.test_error, "train_error": result.train_error,
@@ -329,7 +331,7 @@ def _reads_initial(names) -> bool:
 
 
 def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=False,
-             initial=None) -> dict:
+             initial=None, options=None) -> dict:
     """The columns of the measures ``names`` of ``model`` (:data:`MEASURES`); ``parts`` =
     (train, val, test); ``initial``: the network before training, for the measures that read
     it (``entry.initial``; None: ``model`` itself, a network at initialization). A measure of
@@ -337,8 +339,9 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
     once per call (and recorded only when named). With ``undefined_as_nan``, a measure
     undefined on a network whose output is constant over the data (no NLC or bias: e.g. one
     that training killed) records NaN instead of failing the unit (a trained network's errors
-    are kept)."""
+    are kept). ``options``: {name: keyword options} of the spec's ``[measures.options]``."""
     taken: dict[str, dict] = {}
+    options = options or {}
 
     def columns(name: str) -> dict:
         if name in taken:
@@ -350,6 +353,8 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
         run = _MEASURE_RUNNERS[name]
         if name in ENTRIES and ENTRIES[name].initial and name not in RULES:
             run = functools.partial(run, initial=model if initial is None else initial)
+        if name in options:
+            run = functools.partial(run, options=options[name])
         try:
             taken[name] = run(model, parts, batch_size, generator)
         except InvalidInputError as exc:
@@ -364,27 +369,29 @@ def _measure(names, model, parts, batch_size, generator, *, undefined_as_nan=Fal
     return measures
 
 
-def _run(entry, model, parts, batch_size, generator, *, initial=None) -> dict:
+def _run(entry, model, parts, batch_size, generator, *, initial=None, options=None) -> dict:
     """One catalogue entry's study columns (``entry.columns``): its function on the training
     set, with the study's batch size where a measure takes one (a proxy reads its own default
     batch, as its paper does), ``generator``, ``initial_model=initial`` where the entry reads
     the network at initialization, and the entry's :data:`OPTIONS`; once per variant
-    whose result holds some of the columns (``Entry.column_sources``). A proxy
+    whose result holds some of the columns (``Entry.column_sources``); ``options``, the
+    spec's for this measure, on top of all but the variant's own. A proxy
     undefined for this architecture (naswot without piecewise-linear units, region_density of
     a smooth network, a synaptic flow past float64) records NaN: a fact about the
     architecture, not the unit's failure."""
     function = entry.function
     taken = inspect.signature(function).parameters
-    options = {"generator": generator} if "generator" in taken else {}
+    study = {"generator": generator} if "generator" in taken else {}
     if entry.kind == "measure" and "batch_size" in taken:
-        options["batch_size"] = batch_size
+        study["batch_size"] = batch_size
     if entry.initial:
-        options["initial_model"] = initial
-    options.update(OPTIONS.get(entry.name, lambda train: {})(parts[0]))
+        study["initial_model"] = initial
+    study.update(OPTIONS.get(entry.name, lambda train: {})(parts[0]))
+    study.update(options or {})
     reads = (parts[0],) if "data" in taken else ()  # a measure of the weights reads none
     out = {}
     for variant, columns in entry.column_sources().items():
-        given = {**options, **(entry.variants[variant] if variant else {})}
+        given = {**study, **(entry.variants[variant] if variant else {})}
         try:
             result = function(model, *reads, **given)
         except InvalidInputError:

@@ -85,7 +85,7 @@ def run_network(task, started: float) -> dict:
     batch = spec.measures.batch_size
     measures = _measure(spec.measures.names, model, parts, batch,
                         _generator(derive_seed(spec.seed, "measure", unit.arch_index, unit.seed)),
-                        initial=initial)
+                        initial=initial, options=spec.measures.options_of())
     result = fit(model, train, test=test, lr=h["lr"], weight_decay=h["weight_decay"],
                  batch_size=h["batch_size"], loss_scaling=t.loss_scaling,
                  target_loss=t.target_loss, max_steps=t.max_steps,
@@ -97,7 +97,7 @@ def run_network(task, started: float) -> dict:
         measures.update({f"{column}{AFTER}": value for column, value in _measure(
             t.measure_after, model, parts, batch,
             _generator(derive_seed(spec.seed, "measure_after", unit.arch_index, unit.seed)),
-            undefined_as_nan=True, initial=initial).items()})
+            undefined_as_nan=True, initial=initial, options=spec.measures.options_of()).items()})
     train_loss, train_error = evaluate(model, train, scale=result.loss_scale)
     test_loss, test_error = evaluate(model, test, scale=result.loss_scale)
     to_01, to_001 = (steps_to_loss(result, m) for m in MILESTONES)
