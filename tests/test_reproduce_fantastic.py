@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -136,6 +137,28 @@ def test_the_reproduction_scores_every_seed_and_states_its_claims(tiny_zoo, tmp_
     text = page.read_text()
     assert text.count("data:image/png;base64,") == len(computed.extra["rankings"][0].rows)
     assert "Psi lr" in text and "log_prod_spectral_after" in text
+    # the zoo is written beside the page, and rescoring it gives the same rows
+    assert fantastic.NETWORKS_CSV in text
+    again = fantastic.rescore(tmp_path / fantastic.NETWORKS_CSV, seed=0)
+    assert len(again.rows) == len(computed.rows)
+    for a, b in zip(again.records(), computed.records()):
+        for column, value in b.items():
+            if isinstance(value, float):
+                np.testing.assert_allclose(a[column], value, rtol=1e-9, equal_nan=True)
+            else:
+                assert a[column] == value, column
+
+
+def test_optimization_measures_are_scored_and_the_rest_of_the_record_is_not(tiny_zoo):
+    """Jiang's step.to.0.1 and step.0.1.to.0.01 are measures (where they vary); the gap, the
+    accuracies and the step count are the record, never scored."""
+    from nngauge.reproduce import _fantastic as fantastic
+
+    table = tiny_zoo.copy()
+    table["steps_to_0_1"] = np.arange(len(table), dtype=float)  # as if every network got there
+    columns = fantastic.measure_columns(table)
+    assert "steps_to_0_1" in columns
+    assert not {"gap", "test_error", "steps", "train_accuracy", "epochs"} & set(columns)
 
 
 def test_the_reproduction_is_listed_with_its_page():

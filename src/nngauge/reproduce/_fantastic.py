@@ -59,18 +59,29 @@ SCALES = {"small": ("default", 2), "paper": ("paper", 0)}
 """Reproduction scale -> (:func:`nngauge.studies.zoo_spec` scale, worker processes; 0: every
 CPU, or ``--ray ADDRESS`` for a cluster)."""
 
+NETWORKS_CSV = "fantastic_networks.csv"
+"""The zoo, one row a network and seed (:func:`nngauge.studies.network_table`), written beside
+the page."""
 COLUMNS = ("seed", "measure", "n", "tau", "tau_low", "tau_high", "psi", "psi_low",
            "psi_high", "cmi", "cmi_low", "cmi_high", "cmi_condition", "sign_error",
            "sign_error_p90", "sign_error_mean")
 
 
+OPTIMIZATION = ("steps_to_0_1", "steps_0_1_to_0_01")
+"""The record's columns scored as measures: Jiang et al.'s optimization-based measures
+(section 5, "step.to.0.1" and "step.0.1.to.0.01"), scored over the networks that reached the
+loss (the count is each row's n)."""
+
+
 def measure_columns(table) -> list[str]:
-    """The table's measure columns: every numeric column after the record, with at least two
-    distinct finite values (a constant column ranks nothing)."""
+    """The table's measure columns: every numeric column after the record, and the record's
+    :data:`OPTIMIZATION` columns, with at least two distinct finite values (a constant column
+    ranks nothing)."""
     from nngauge.studies._grid import HYPERPARAMETERS
     from nngauge.studies._zoo import RECORD
 
-    skip = {"key", "network", "seed", "seconds", *HYPERPARAMETERS, *RECORD}
+    skip = {"key", "network", "seed", "seconds", *HYPERPARAMETERS,
+            *(set(RECORD) - set(OPTIMIZATION))}
     out = []
     for column in table.columns:
         if column in skip or table[column].dtype.kind not in "fiu":
@@ -111,6 +122,18 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         failed = run_reproduction_study(spec, url, workers).failed
         table = network_table(url)
     return computed_from(table, seed, failed=len(failed))
+
+
+def rescore(path, seed: int = 0) -> Computed:
+    """The scores, claims and verdict inputs of a run's :data:`NETWORKS_CSV` (its zoo, one row
+    a network and seed), computed again: e.g. after a change to the scoring."""
+    import pandas as pd
+
+    from nngauge.studies._grid import HYPERPARAMETERS
+
+    table = pd.read_csv(path)
+    table.attrs["hyperparameters"] = [h for h in HYPERPARAMETERS if table[h].nunique() > 1]
+    return computed_from(table, seed)
 
 
 def computed_from(table, seed: int, *, failed: int = 0) -> Computed:
@@ -202,9 +225,13 @@ def write_page(computed: Computed, folder: Path) -> Path:
             "gap (training accuracy - test accuracy).</p>"
             f"<h2>Claims</h2><ul>{claims}</ul>"
             f"<h2>Ranking (seed 0), by Psi</h2><table>{head}{body}</table>"
+            f"<p>Every network, hyperparameters, record and measures: "
+            f"<a href='{NETWORKS_CSV}'>{NETWORKS_CSV}</a> (rescored by "
+            "<code>nngauge.reproduce._fantastic.rescore(path)</code>).</p>"
             f"<h2>Every measure against the gap (seed 0)</h2>{figures}</body></html>")
     path = folder / "fantastic.html"
     path.write_text(page, encoding="utf-8")
+    table.to_csv(folder / NETWORKS_CSV, index=False)
     return path
 
 
