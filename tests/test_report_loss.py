@@ -88,3 +88,36 @@ def test_a_model_torch_cannot_differentiate_twice_keeps_its_slice():
                for note in section.output.notes)
     rows = {row[0] for row in section.output.tables[0].rows}
     assert "loss at the weights" in rows and "Hessian trace" not in rows
+
+
+class _TinyLM(nn.Module):
+    """A GPT-style language model: token embedding, one causal attention block, a logit per
+    position and vocabulary entry (batch, positions, vocabulary)."""
+
+    def __init__(self, vocabulary=11, width=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, width)
+        self.attention = nn.MultiheadAttention(width, 2, batch_first=True)
+        self.head = nn.Linear(width, vocabulary)
+
+    def forward(self, tokens):
+        h = self.embed(tokens)
+        mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1])
+        h = h + self.attention(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return self.head(torch.relu(h))
+
+
+def test_labels_that_do_not_fit_the_output_skip_the_section_saying_which_it_needs():
+    """Per-sample labels for an output per position: skipped (not failed), naming the label
+    shape the loss needs; per-position labels: measured."""
+    torch.manual_seed(4)
+    lm, tokens = _TinyLM(), torch.randint(0, 11, (24, 6))
+    section = _section(build_report(lm, (tokens, torch.randint(0, 11, (24,))), sections=LOSS,
+                                    quick=True))
+    assert section.status == "skipped", (section.status, section.error)
+    assert "labels do not fit" in section.error and "per position" in section.error
+    n = min(24, build_report(lm, tokens, sections=[], quick=True).settings.loss_samples)
+    assert f"({n}, 6)" in section.error and f"labels of shape ({n},)" in section.error
+    section = _section(build_report(lm, (tokens, torch.randint(0, 11, (24, 6))), sections=LOSS,
+                                    quick=True))
+    assert section.status == "ok", section.error

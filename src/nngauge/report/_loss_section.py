@@ -9,8 +9,13 @@ the loss is smooth).
 
 from __future__ import annotations
 
+import torch
+
 from nngauge._citations import short
+from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.data import collect
+from nngauge._internal.losses import check_labels
+from nngauge._internal.options import ModelOptions
 from nngauge.errors import InvalidInputError
 from nngauge.measures.curvature import hessian, loss_landscape
 from nngauge.report._context import (
@@ -70,11 +75,23 @@ def loss_section(ctx: Context) -> SectionOutput:
 
 
 def _labelled(ctx: Context):
-    """The first ``loss_samples`` samples with their labels; NotApplicable without labels."""
+    """The first ``loss_samples`` samples with their labels; NotApplicable without labels, or
+    with labels the loss cannot pair with the measured output (one label per sample for a
+    model with an output per position: a language model's (batch, positions, vocabulary)),
+    saying which labels it needs."""
     batch = collect(ctx.data, where="nngauge report", max_samples=ctx.settings.loss_samples,
                     require_float=False)
     if batch.labels is None:
         raise NotApplicable("the data has no labels: the loss needs (inputs, labels)")
+    adapter = ModelAdapter(ctx.model, ModelOptions(output=ctx.settings.output,
+                                                   norm_mode="eval"), where="the loss")
+    with adapter.active(), torch.no_grad():
+        output = adapter.select(adapter.call_model(adapter.prepare_raw(batch.inputs[:1])))
+    try:  # one sample's output, as a view of the whole batch's shape
+        check_labels(output.expand(len(batch.labels), *output.shape[1:]), batch.labels,
+                     "the loss")
+    except InvalidInputError as exc:
+        raise NotApplicable(f"the labels do not fit the model's output: {exc}") from None
     return batch
 
 
