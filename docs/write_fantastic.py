@@ -4,21 +4,29 @@ fantastic`` (numbers in the docs come from a script, never by hand).
     nngauge reproduce fantastic --seed 0 --out reproduce/fantastic
     python docs/write_fantastic.py reproduce/fantastic     # rewrites README.md's section
 
-The section between ``<!-- fantastic:begin -->`` and ``<!-- fantastic:end -->`` gets, per
-measure, seed 0's Kendall tau, Psi and CMI with their 95% bootstrap intervals and how many of
-the seeds rank it in the top ten by Psi, then the verdict and the run's time, read from the
-run's README.md.
+The section between ``<!-- fantastic:begin -->`` and ``<!-- fantastic:end -->`` gets, for
+the best :data:`SHOWN` measures of seed 0 by Psi, their Kendall tau, Psi and CMI with 95%
+bootstrap intervals and how many of the seeds rank them in their top ten, then the verdict
+with its reason (each claim, its seeds and numbers) and the run's date and time, read from the
+run's README.md. The run's CSV (every measure at every seed), its README and its zoo
+(one row a network) are copied to ``docs/fantastic/``, where the section links them.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import re
+import shutil
 import sys
 from pathlib import Path
 
 BEGIN, END = "<!-- fantastic:begin -->", "<!-- fantastic:end -->"
 TOP = 10
+SHOWN = 20
+COPIED = ("fantastic.csv", "README.md", "fantastic_networks.csv")
+"""The run's files kept in the repository (docs/fantastic/), where they exist."""
+KEPT = Path(__file__).resolve().parent / "fantastic"
 
 
 def _number(text: str) -> str:
@@ -34,20 +42,25 @@ def section(folder: Path) -> str:
     readme = (folder / "README.md").read_text(encoding="utf-8")
     verdict = re.search(r"\*\*Verdict: (.*?)\*\*", readme)
     took = re.search(r"in ([0-9.]+) s", readme)
-    lines = [f"Seed {seeds[0]}, ranked by Psi; `top-{TOP}` counts the seeds (of {len(seeds)}) "
-             f"that rank the measure among their best {TOP}:", "",
+    reason = re.search(r"\*\*Verdict: [a-z ]*\.\*\* (.*)", readme)
+    day = datetime.date.fromtimestamp((folder / "fantastic.csv").stat().st_mtime)
+    lines = [f"Seed {seeds[0]}'s best {min(SHOWN, len(first))} of {len(first)} measures by Psi; "
+             f"`top-{TOP}` counts the seeds (of {len(seeds)}) that rank the measure among their "
+             f"best {TOP} (every measure at every seed: "
+             "[docs/fantastic/fantastic.csv](docs/fantastic/fantastic.csv)):", "",
              f"| measure | tau [95%] | Psi [95%] | CMI | top-{TOP} |",
              "| --- | --- | --- | --- | --- |"]
-    for r in first:
+    for r in first[:SHOWN]:
         count = sum(r["measure"] in top[s] for s in seeds)
         lines.append(f"| `{r['measure']}` | {_number(r['tau'])} [{_number(r['tau_low'])}, "
                      f"{_number(r['tau_high'])}] | {_number(r['psi'])} "
                      f"[{_number(r['psi_low'])}, {_number(r['psi_high'])}] | "
                      f"{_number(r['cmi'])} | {count} |")
-    lines += ["", f"Verdict: {verdict.group(1).rstrip('.') if verdict else 'none'}; the run took "
-              f"{float(took.group(1)) / 60:.1f} min on this machine "
-              "(`nngauge reproduce fantastic --seed 0`; the claims and their numbers are in "
-              "the run's README.md and fantastic.html)."]
+    lines += ["", f"Verdict: {verdict.group(1).rstrip('.') if verdict else 'none'}. "
+              + (reason.group(1) if reason else ""), "",
+              f"The run took {float(took.group(1)) / 60:.1f} min on this project's 2-core "
+              f"machine on {day.isoformat()} (`nngauge reproduce fantastic --seed 0`; its "
+              "README: [docs/fantastic/README.md](docs/fantastic/README.md))."]
     return "\n".join(lines)
 
 
@@ -58,6 +71,11 @@ def main(argv: list[str]) -> int:
     if BEGIN not in text or END not in text:
         print(f"README.md has no {BEGIN} ... {END} section", file=sys.stderr)
         return 1
+    if folder.resolve() != KEPT:
+        KEPT.mkdir(exist_ok=True)
+        for name in COPIED:
+            if (folder / name).exists():
+                shutil.copy2(folder / name, KEPT / name)
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     readme.write_text(f"{head}{BEGIN}\n{section(folder)}\n{END}{tail}", encoding="utf-8")
