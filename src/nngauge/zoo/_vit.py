@@ -226,7 +226,6 @@ def vit_small(
                generator=generator)
 
 
-@renamed(seed="generator")
 @constrained(generator=GENERATOR)
 def vit_optional_arguments(*, generator: torch.Generator | int = 0) -> MaskableVisionTransformer:
     """A tiny :class:`MaskableVisionTransformer` for the conformance zoo: 16 x 16 inputs,
