@@ -41,8 +41,8 @@ EXPECTED_REFUSALS = {
                        "gpt_small", "bert_small", "lstm", "lstm_tokens"},  # untraceable/tokens
     "hessian": {"mobilenet_block"},  # torch has no second derivative of hardsigmoid
     "loss_landscape[regions]": {"lstm", "lstm_tokens"},  # no activation modules: no patterns
-    "weight_transitions": {"vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm", "lstm_tokens",
-                           "groupnorm_cnn", "mobilenet_block", "convnext_block",
+    "weight_transitions": {"vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm",
+                           "lstm_tokens", "groupnorm_cnn", "mobilenet_block", "convnext_block",
                            "elementwise_zoo"},  # not piecewise linear from their input
     # no layer output with channels over positions (MLPs, LSTM classifiers): MeCo undefined
     "proxies.meco": {"lstm", "lstm_tokens", "dropout_mlp", "elementwise_zoo", "mlp_float64"},
@@ -152,8 +152,8 @@ def _per_sample_jacobians(entry, model, x, raw):
     return rows
 
 
-BATCH_INDEPENDENT = ["vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm", "lstm_tokens",
-                     "groupnorm_cnn", "convnext_block", "dropout_mlp", "elementwise_zoo",
+BATCH_INDEPENDENT = ["vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm",
+                     "lstm_tokens", "groupnorm_cnn", "convnext_block", "dropout_mlp", "elementwise_zoo",
                      "mlp_float64"]
 
 

@@ -278,8 +278,8 @@ def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOp
                       percentile: float, batch_size: int, where: str, tokens: bool = False):
     """What every norm-over-margin measure reads first: (the eval-mode adapter, the margins of
     the data, the epsilon-margin gamma at ``percentile``, one sample's input shape, the
-    batchnorm-folded graph, its weight layers: at least one). Integer inputs (token ids) are refused unless
-    ``tokens``; the graph is then traced on the data's first inputs."""
+    batchnorm-folded graph, its weight layers: at least one). Integer inputs (token ids) are
+    refused unless ``tokens``; the graph is then traced on the data's first inputs."""
     adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     margins = margins_of(scores, targets)
