@@ -424,8 +424,38 @@ def test_capacity_l2_and_spectral_of_transformers_equal_the_weight_matrices(kind
     assert "norm1 (LayerNorm)" in result.undefined["lipschitz_l2"]
     assert "1-Lipschitz" in result.undefined["lipschitz_l2"]
     assert {"l2", "spectral"}.isdisjoint(result.undefined)
+    left_out = "cls_token, pos_embed" if kind == "vit" else "wpe ("  # wte is the head's
+    assert any("left out of the products: " + left_out in note for note in result.notes)
     if kind == "gpt":
         assert "wte (Embedding)" in result.undefined["l2_path"]
     else:
         with pytest.raises(NNGaugeError, match="norm1 \\(LayerNorm\\).*Fix"):
             path_norm(net, input_shape=(3, 8, 8))
+
+
+def test_capacity_names_the_weights_it_leaves_out():
+    """An LSTM's own weights are no Linear / Conv layer: the products run over the head
+    alone, and the notes say which weights they leave out (a network of Linear layers: none)."""
+    class Recurrent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.head = nn.LSTM(3, 5, batch_first=True), nn.Linear(5, 2)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    net = Recurrent()
+    x = torch.randn(16, 4, 3, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    result = capacity(net, x, y, percentile=0)
+    assert result.depth == 1 and result.layers[0].name == "head"
+    head = float(net.head.weight.detach().norm())
+    assert result.layers[0].frobenius == pytest.approx(head, rel=1e-6)
+    assert any("left out of the products: lstm.weight_ih_l0, lstm.weight_hh_l0 " in note
+               for note in result.notes), result.notes
+    mlp_net = _net([3, 4, 2], torch.Generator().manual_seed(5))
+    xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    plain = capacity(mlp_net, xs, mlp_net(xs).argmax(1))
+    assert not any("left out" in note for note in plain.notes)

@@ -231,7 +231,9 @@ class CapacityResult(Result):
             bounds and capacities through operations other than 1-Lipschitz piecewise-linear
             activations, pooling, eval batchnorm and residual additions; every capacity over
             margin when the margin is not positive.
-        notes: what the numbers mean for this network beyond the paper's chains.
+        notes: what the numbers mean for this network beyond the paper's chains, and the
+            weight tensors left out of the products (embeddings, class tokens, an LSTM's or
+            MultiheadAttention's own weights: parameters of no Linear / Conv layer).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`): eval-mode batchnorm
             folded away, a float64 copy.
     """
@@ -411,7 +413,7 @@ def capacity(
         log10_lipschitz_capacity_linf=n * (lip_linf - log_gamma) / math.log(10),
         log10_lipschitz_capacity_l2=n * (lip_l2 - log_gamma) / math.log(10),
         input_dim=n, depth=d, layers=rows, bias=bias,
-        undefined=undefined, notes=_notes(graph, rows), mode=folded_mode(adapter),
+        undefined=undefined, notes=_notes(graph, layers, rows), mode=folded_mode(adapter),
     )
 
 
@@ -433,7 +435,8 @@ def _lipschitz(op: GraphOp) -> bool:
     return op.kind in ("maxpool", "output") or (op.kind == "activation" and op.piecewise_linear)
 
 
-def _notes(graph: ModelGraph, rows: Sequence[LayerNorms]) -> tuple[str, ...]:
+def _notes(graph: ModelGraph, layers: Sequence[WeightLayer],
+           rows: Sequence[LayerNorms]) -> tuple[str, ...]:
     kinds = {op.node: op.kind for op in graph.ops}
     merges = [op.label for op in graph.ops if op.kind == "affine" and sum(
         kinds[n] not in ("constant", "shape") for n in op.node.all_input_nodes) > 1]
@@ -442,6 +445,13 @@ def _notes(graph: ModelGraph, rows: Sequence[LayerNorms]) -> tuple[str, ...]:
         notes.append(f"branches merge at {', '.join(merges)}: the products run over all "
                      f"{len(rows)} weight layers, as for a chain; the paper derives its bounds "
                      "for chains")
+    covered = {layer.weight.data_ptr() for layer in layers}
+    outside = [name for name, p in graph.module.named_parameters()
+               if p.dim() >= 2 and p.data_ptr() not in covered]
+    if outside:
+        notes.append(f"weights outside the Linear / Conv layers are left out of the products: "
+                     f"{', '.join(outside[:8])}{', ...' if len(outside) > 8 else ''} "
+                     "(embeddings, class tokens, an LSTM's or MultiheadAttention's own weights)")
     notes += [f"{r.name}: power iteration stopped at {POWER_MAX_ITER} iterations, above the "
               f"relative residual {POWER_TOL:g}" for r in rows
               if r.spectral_iterations >= POWER_MAX_ITER]
