@@ -1,5 +1,6 @@
 """Conformance: every public measure on every zoo network (ResNet with batchnorm, max pooling
-and a ReLU called twice; ViT with fused attention; GPT with token ids and a dict output; BERT
+and a ReLU called twice; ViT with fused attention, and one whose forward takes timm's optional
+``attn_mask`` / ``is_causal``; GPT with token ids and a dict output; BERT
 with a ModelOutput; LSTMs; GroupNorm CNN; MobileNet block with Hardswish, SE and a fused
 BatchNormAct2d; ConvNeXt block; dropout MLP; float64; bfloat16) ends in a value or a clear
 NNGaugeError, leaves the model as it found it, and, where brute force exists, agrees with it.
@@ -32,15 +33,16 @@ from nngauge.zoo import ZOO, sample_inputs, sample_labels
 EXPECTED_REFUSALS = {
     # measure: the zoo networks it must refuse (with a clear error), and why
     "path_norm": {"resnet_small", "resnet_small_timm", "resnet_bfloat16",  # max pooling
-                  "vit_small", "convnext_block", "groupnorm_cnn",  # sample normalization
+                  "vit_small", "vit_optional_args", "convnext_block",  # sample normalization
+                  "groupnorm_cnn",
                   "gpt_small", "bert_small", "lstm", "lstm_tokens",  # attention, LSTM, tokens
                   "mobilenet_block", "elementwise_zoo"},  # gates, smooth activations
     "fold_batchnorm": {"mobilenet_block",  # BatchNormAct2d would lose its activation
                        "gpt_small", "bert_small", "lstm", "lstm_tokens"},  # untraceable/tokens
     "hessian": {"mobilenet_block"},  # torch has no second derivative of hardsigmoid
     "loss_landscape[regions]": {"lstm", "lstm_tokens"},  # no activation modules: no patterns
-    "weight_transitions": {"vit_small", "gpt_small", "bert_small", "lstm", "lstm_tokens",
-                           "groupnorm_cnn", "mobilenet_block", "convnext_block",
+    "weight_transitions": {"vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm",
+                           "lstm_tokens", "groupnorm_cnn", "mobilenet_block", "convnext_block",
                            "elementwise_zoo"},  # not piecewise linear from their input
     # no layer output with channels over positions (MLPs, LSTM classifiers): MeCo undefined
     "proxies.meco": {"lstm", "lstm_tokens", "dropout_mlp", "elementwise_zoo", "mlp_float64"},
@@ -84,6 +86,36 @@ def test_every_measure_gives_a_value_or_a_clear_refusal(model_name):
         assert cell.status == expected, (measure, cell.summary)
 
 
+GRAPH_CELLS = ("path_norm", "capacity", "norm_measures", "fold_batchnorm",
+               "sharpness_conditions", "transitions", "weight_transitions",
+               "proxies.region_density")
+"""The cells whose measure reads the network's torch.fx graph."""
+
+
+def test_optional_forward_arguments_run_through_every_graph_based_measure():
+    """timm's forward(x, attn_mask=None, is_causal=False) was refused by every graph-based
+    measure ("forward() with 3 arguments"): traced with its defaults, each gives a value or
+    refuses naming an operation of the network (attention, LayerNorm), and the traced graph
+    computes the model's function."""
+    from nngauge._internal.graph import trace_graph
+
+    cells = {m: run_cell(m, "vit_optional_args")[0] for m in GRAPH_CELLS}
+    for cell in cells.values():
+        assert cell.status != "crash" and cell.state_kept, cell
+        assert "argument" not in cell.summary, cell.summary
+        if cell.status == "refused":
+            assert "blocks.0." in cell.summary, cell.summary  # names the operation
+    assert {m for m, c in cells.items() if c.status == "ok"} == {
+        "capacity", "norm_measures", "fold_batchnorm"}
+    model = ZOO["vit_optional_args"].build(generator=0).eval()
+    x = sample_inputs("vit_optional_args", 4)
+    graph = trace_graph(model, x, where="test")
+    assert [n.target for n in graph.module.graph.nodes if n.op == "placeholder"] == ["x"]
+    torch.testing.assert_close(graph.module(x), model(x))
+    causal = model(x, is_causal=True)  # the argument matters: traced is the default
+    assert not torch.allclose(causal, model(x))
+
+
 def test_matrix_table_marks_every_cell():
     cells = [run_cell(m, "dropout_mlp")[0] for m in ("nlc", "path_norm")]
     table = format_matrix(cells)
@@ -120,8 +152,8 @@ def _per_sample_jacobians(entry, model, x, raw):
     return rows
 
 
-BATCH_INDEPENDENT = ["vit_small", "gpt_small", "bert_small", "lstm", "lstm_tokens",
-                     "groupnorm_cnn", "convnext_block", "dropout_mlp", "elementwise_zoo",
+BATCH_INDEPENDENT = ["vit_small", "vit_optional_args", "gpt_small", "bert_small", "lstm",
+                     "lstm_tokens", "groupnorm_cnn", "convnext_block", "dropout_mlp", "elementwise_zoo",
                      "mlp_float64"]
 
 
@@ -296,10 +328,50 @@ def test_activations_are_recognised_by_behaviour_and_unknown_modules_listed():
     convnext = ZOO["convnext_block"].build(generator=0)
     result = nlc(convnext, sample_inputs("convnext_block", 8), batch_size=8)
     assert any("LayerScale" in name for name in result.mode.unclassified)
+    assert not any(kind in name for name in result.mode.unclassified
+                   for kind in ("Identity", "Flatten", "Dropout"))
     gpt = ZOO["gpt_small"].build(generator=0)
     profile = nlc_profile(gpt, sample_inputs("gpt_small", 4), batch_size=4)
     kinds = {r.name for r in profile.layers}
     assert "h.0.mlp.act" in kinds and "h.0.mlp.c_fc" in kinds  # NewGELU, Conv1D found
+
+
+def test_no_op_and_reshape_modules_are_known_and_custom_ones_still_listed():
+    """timm's ResNets carry nn.Identity placeholders (drop_block, aa) and an nn.Flatten head:
+    33 "neither a known layer type nor recognised by behaviour" notes on a ResNet-50. They are
+    known; an unknown custom leaf module is still listed, in the mode and the report's notes."""
+    from nngauge.report._context import mode_notes
+
+    class Opaque(nn.Module):  # not elementwise, not affine: unknown
+        def forward(self, x):
+            return x * x.flatten(1).norm(dim=1).reshape(-1, *[1] * (x.dim() - 1))
+
+    class Block(nn.Module):
+        def __init__(self, opaque):
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+            self.drop_block, self.aa = nn.Identity(), (Opaque() if opaque else nn.Identity())
+            self.act1 = nn.ReLU()
+            self.conv2, self.drop = nn.Conv2d(4, 4, 3, padding=1), nn.Dropout2d(0.1)
+
+        def forward(self, x):
+            y = self.aa(self.drop_block(self.act1(self.bn1(self.conv1(x)))))
+            return torch.relu(x + self.drop(self.conv2(y)))
+
+    def resnet(opaque):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), Block(False), Block(opaque),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Unflatten(1, (2, 2)),
+                             nn.Flatten(), nn.Identity(), nn.Linear(4, 3)).eval()
+
+    x = torch.randn(8, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    plain = correlations(resnet(False), x)
+    assert plain.mode.unclassified == ()
+    assert not any("neither a known" in note for note in mode_notes(plain))
+    custom = correlations(resnet(True), x)
+    assert custom.mode.unclassified == ("2.aa (Opaque)",)
+    assert any("neither a known" in note and "2.aa (Opaque)" in note
+               for note in mode_notes(custom))
 
 
 # ------------------------------------------------------------- determinism and refusals

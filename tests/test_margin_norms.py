@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nngauge.errors import NNGaugeError
@@ -311,3 +312,150 @@ def test_random_labels_need_more_capacity():
         results[name] = capacity(net, x, y)
     for key in ("l2", "l1_path", "l2_path", "spectral"):
         assert results["random"][key].plain > results["true"][key].plain
+
+
+# ------------------------------------------- networks that are not sums over paths (issue 34)
+
+
+class _Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+    def forward(self, x, attn_mask=None, is_causal=False):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        mixed = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+        return self.proj(mixed)
+
+
+class _Block(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm1, self.attn = nn.LayerNorm(dim), _Attention(dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.fc1, self.act, self.fc2 = nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim)
+
+    def forward(self, x, attn_mask=None, is_causal=False):
+        x = x + self.attn(self.norm1(x), attn_mask, is_causal)
+        return x + self.fc2(self.act(self.fc1(self.norm2(x))))
+
+
+class _ViT(nn.Module):
+    """timm-style: patches by a strided conv, class token, position embedding, one pre-norm
+    block; forward(x, attn_mask=None, is_causal=False) as timm's."""
+
+    def __init__(self, dim=8, classes=4):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, 4, stride=4)
+        self.cls_token = nn.Parameter(0.1 * torch.randn(1, 1, dim))
+        self.pos_embed = nn.Parameter(0.1 * torch.randn(1, 5, dim))
+        self.block, self.norm, self.head = _Block(dim), nn.LayerNorm(dim), nn.Linear(dim, classes)
+
+    def forward(self, x, attn_mask=None, is_causal=False):
+        tokens = self.patch(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), tokens], dim=1)
+        tokens = self.block(tokens + self.pos_embed, attn_mask, is_causal)
+        return self.head(self.norm(tokens)[:, 0])
+
+
+class _GPT(nn.Module):
+    """GPT-style decoder on token ids: causal attention, head tied to the token embedding."""
+
+    def __init__(self, vocab=11, seq=6, dim=8):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Parameter(0.1 * torch.randn(1, seq, dim))
+        self.block, self.ln_f = _Block(dim), nn.LayerNorm(dim)
+
+    def forward(self, ids):
+        h = self.block(self.wte(ids) + self.wpe[:, :ids.shape[1]], is_causal=True)
+        return F.linear(self.ln_f(h), self.wte.weight)
+
+
+def _by_hand(logits, labels, matrices, percentile=5):
+    """gamma (the epsilon-margin, every position a point) and the log10 of prod ||W||_F^2 /
+    gamma^2 and prod ||W||_2^2 / gamma^2 over the given weight matrices."""
+    scores = logits.detach().double().reshape(-1, logits.shape[-1])
+    y = labels.reshape(-1, 1)
+    margins = scores.gather(1, y)[:, 0] - scores.scatter(1, y, -math.inf).max(1).values
+    gamma = float(margins.sort().values[max(1, math.ceil(percentile / 100 * len(margins))) - 1])
+    log_g2 = 2 * math.log(gamma)
+    w = [m.detach().double().reshape(m.shape[0], -1) for m in matrices]
+    fro = sum(2 * math.log(float(torch.linalg.matrix_norm(m))) for m in w) - log_g2
+    spec = sum(2 * math.log(float(torch.linalg.matrix_norm(m, ord=2))) for m in w) - log_g2
+    return gamma, fro / math.log(10), spec / math.log(10)
+
+
+@pytest.mark.parametrize("kind", ["vit", "gpt"])
+def test_capacity_l2_and_spectral_of_transformers_equal_the_weight_matrices(kind):
+    """Issue 34: capacity refused ViTs ("forward() with 3 arguments", then LayerNorm,
+    attention). Its l2 and spectral capacities read only the weights: on a timm-style ViT and a
+    GPT on token ids they equal prod ||W_i||^2 / gamma^2 over every Linear / Conv weight (the
+    strided patch convolution's operator norm is its kernel matrix's, its patches being
+    disjoint; the GPT's head is the tied embedding); the path norms and Lipschitz bounds are
+    NaN with the nodes that make them undefined."""
+    torch.manual_seed(0)
+    if kind == "vit":
+        net = _ViT().eval()
+        x = torch.randn(40, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+        b = net.block
+        matrices = [net.patch.weight, b.attn.qkv.weight, b.attn.proj.weight, b.fc1.weight,
+                    b.fc2.weight, net.head.weight]
+    else:
+        net = _GPT().eval()
+        x = torch.randint(0, 11, (12, 6), generator=torch.Generator().manual_seed(1))
+        b = net.block
+        matrices = [b.attn.qkv.weight, b.attn.proj.weight, b.fc1.weight, b.fc2.weight,
+                    net.wte.weight]
+    with torch.no_grad():
+        logits = net(x)
+    y = logits.argmax(-1)
+    gamma, log_fro, log_spec = _by_hand(logits, y, matrices)
+    result = capacity(net, x, y)
+    assert result.margin == pytest.approx(gamma, rel=1e-5) and gamma > 0
+    assert result.depth == len(matrices)
+    assert result["l2"].log10_plain == pytest.approx(log_fro, abs=1e-6)
+    assert result["spectral"].log10_plain == pytest.approx(log_spec, abs=1e-5)
+    assert result["l2"].log10_capacity == pytest.approx(
+        log_fro + len(matrices) * math.log10(4), abs=1e-6)
+    for name in ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm", "lipschitz_l2",
+                 "lipschitz_linf", "log10_lipschitz_capacity_l2"):
+        assert math.isnan(getattr(result, name)), name
+    assert "norm1 (LayerNorm)" in result.undefined["l1_path_norm"]
+    assert "norm1 (LayerNorm)" in result.undefined["lipschitz_l2"]
+    assert "1-Lipschitz" in result.undefined["lipschitz_l2"]
+    assert {"l2", "spectral"}.isdisjoint(result.undefined)
+    left_out = "cls_token, pos_embed" if kind == "vit" else "wpe ("  # wte is the head's
+    assert any("left out of the products: " + left_out in note for note in result.notes)
+    if kind == "gpt":
+        assert "wte (Embedding)" in result.undefined["l2_path"]
+    else:
+        with pytest.raises(NNGaugeError, match="norm1 \\(LayerNorm\\).*Fix"):
+            path_norm(net, input_shape=(3, 8, 8))
+
+
+def test_capacity_names_the_weights_it_leaves_out():
+    """An LSTM's own weights are no Linear / Conv layer: the products run over the head
+    alone, and the notes say which weights they leave out (a network of Linear layers: none)."""
+    class Recurrent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.head = nn.LSTM(3, 5, batch_first=True), nn.Linear(5, 2)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0][:, -1])
+
+    torch.manual_seed(0)
+    net = Recurrent()
+    x = torch.randn(16, 4, 3, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        y = net(x).argmax(1)
+    result = capacity(net, x, y, percentile=0)
+    assert result.depth == 1 and result.layers[0].name == "head"
+    head = float(net.head.weight.detach().norm())
+    assert result.layers[0].frobenius == pytest.approx(head, rel=1e-6)
+    assert any("left out of the products: lstm.weight_ih_l0, lstm.weight_hh_l0 " in note
+               for note in result.notes), result.notes
+    mlp_net = _net([3, 4, 2], torch.Generator().manual_seed(5))
+    xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    plain = capacity(mlp_net, xs, mlp_net(xs).argmax(1))
+    assert not any("left out" in note for note in plain.notes)

@@ -393,6 +393,59 @@ def test_refuses_what_it_cannot_follow_and_names_it():
         transitions(bn, *endpoints((5,), 0))
 
 
+class OptionalArguments(nn.Module):
+    """A forward taking more than its input, as timm's and Hugging Face's do."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin1, self.lin2 = nn.Linear(3, 6), nn.Linear(6, 2)
+
+    def forward(self, x, mask=None, negate=False, *args, scale=2.0, **kwargs):
+        h = F.relu(self.lin1(x))
+        if mask is not None:
+            h = h * mask
+        if negate:
+            h = -h
+        return self.lin2(h) * scale
+
+
+class Wrapped(nn.Module):
+    """The workaround the refusal used to ask for: forward(x) calling the model."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def test_forward_parameters_with_defaults_are_traced_with_their_defaults():
+    """Issue 34: "forward() with 3 arguments ... wrap the model". Parameters after the input
+    that have defaults (and *args, **kwargs) are traced with their defaults: the graph takes
+    one input and computes model(x); exact transitions equal those of the wrapped model."""
+    torch.manual_seed(0)
+    model = OptionalArguments().double()
+    x = torch.randn(5, 3, dtype=torch.float64)
+    graph = trace_graph(model, x, where="test")
+    assert [n.target for n in graph.module.graph.nodes if n.op == "placeholder"] == ["x"]
+    torch.testing.assert_close(graph.module(x), model(x))
+    assert not torch.allclose(model(x, negate=True), model(x))  # the defaults were used
+    x0, x1 = endpoints((3,), 1)
+    assert transitions(model, x0, x1).n_transitions == transitions(
+        Wrapped(model), x0, x1).n_transitions > 0
+
+
+def test_a_forward_argument_without_default_is_refused_naming_it():
+    class Pair(nn.Module):
+        def forward(self, x, mask, scale=1.0):
+            return x * mask * scale
+
+    with pytest.raises(NNGaugeError, match=r"required arguments \['mask'\].*Fix: wrap the "
+                       r"model in a module whose forward\(x\)"):
+        trace_graph(Pair(), torch.zeros(2, 3), where="test")
+
+
 class BatchMixing(nn.Module):
     """Subtracts the batch mean: traced as affine, yet not a function of each sample."""
 

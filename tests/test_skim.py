@@ -91,3 +91,31 @@ def test_skimmed_network_trains_like_the_original():
     result.model(X).sum().backward()
     assert result.model[4].linear.weight.grad is not None
     assert result.model[-1].weight.grad is not None
+
+
+def test_blocks_called_with_default_arguments_are_skimmed_others_refused():
+    """A ViT that calls its blocks as timm's does, block(x, attn_mask, is_causal), is skimmed as
+    the same ViT calling nn.Sequential's forward (the arguments are their defaults); a call with
+    another value is refused, naming the block and the argument."""
+    from nngauge.zoo._vit import MaskableVisionTransformer, VisionTransformer
+
+    torch.manual_seed(0)
+    maskable = MaskableVisionTransformer(16, 4, 3, 16, 2, 2, 4.0, 10, 0.0).eval()
+    plain = VisionTransformer(16, 4, 3, 16, 2, 2, 4.0, 10, 0.0).eval()
+    plain.load_state_dict(maskable.state_dict())
+    x = torch.randn(6, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    a = skim(maskable, x, layers=("blocks.0", "blocks.1"))
+    b = skim(plain, x, layers=("blocks.0", "blocks.1"))
+    assert a.deviation == pytest.approx(b.deviation, rel=1e-6) and a.deviation > 0
+    torch.testing.assert_close(a.model(x), b.model(x))
+
+    class Causal(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vit = maskable
+
+        def forward(self, x):
+            return self.vit(x, is_causal=True)
+
+    with pytest.raises(InvalidInputError, match=r"vit\.blocks\.0 called with \['is_causal'\]"):
+        skim(Causal(), x, layers=("vit.blocks.0", "vit.blocks.1"))

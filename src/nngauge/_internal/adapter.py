@@ -74,7 +74,8 @@ class MeasurementMode:
             bfloat16 model)".
         notes: fallbacks taken and other facts a reader of the numbers needs.
         unclassified: leaf modules no kind could be given to (neither a known layer type nor
-            recognised by behaviour).
+            recognised by behaviour); torch's no-op and reshape modules (Identity, Flatten,
+            Unflatten, Dropout, ...) are known and not listed.
     """
 
     output: str

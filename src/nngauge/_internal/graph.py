@@ -29,6 +29,7 @@ tracing starts again.
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Sequence
@@ -39,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nngauge._internal.behaviour import classify_behaviour
-from nngauge._internal.layers import ACTIVATIONS
+from nngauge._internal.layers import ACTIVATIONS, RESHAPES
 from nngauge.activations._torch import ActivationModule
 from nngauge.errors import invalid
 
@@ -123,7 +124,8 @@ class ModelGraph:
 def trace_graph(model: nn.Module, example: torch.Tensor, *, where: str) -> ModelGraph:
     """Trace ``model`` with ``torch.fx`` and classify every node on ``example`` (a batch).
 
-    The model must take one tensor argument (the model's own error propagates when it cannot
+    The model must take one tensor argument, and any further parameters of its forward must
+    have defaults: they are traced with them (the model's own error propagates when it cannot
     run on ``example``: callers check their inputs first). The returned graph module shares
     the model's parameters: callers that change parameters work on a copy of the model.
 
@@ -212,12 +214,15 @@ MAX_TRACE_RETRIES = 50
 
 def _trace(model: nn.Module, where: str) -> fx.GraphModule:
     """Trace through user modules; a module whose own code cannot be traced (control flow on
-    a tensor's value or shape) is kept as a leaf, and tracing starts again."""
+    a tensor's value or shape) is kept as a leaf, and tracing starts again. The forward's
+    parameters after the input that have defaults (timm's ``attn_mask=None``,
+    ``is_causal=False``) are traced with their defaults."""
+    defaults = _defaults(model, where)
     leaves: set[str] = set()
     for _ in range(MAX_TRACE_RETRIES):
         tracer = _Tracer(leaves)
         try:
-            graph = tracer.trace(model)
+            graph = tracer.trace(model, concrete_args=defaults or None)
         except Exception as exc:  # fx raises many kinds of errors on untraceable code
             culprit = tracer.failed
             if culprit and culprit not in leaves:
@@ -230,14 +235,52 @@ def _trace(model: nn.Module, where: str) -> fx.GraphModule:
                           f"{type(exc).__name__}: {first}",
                           "use the sampled method, or move data-dependent branches into "
                           "submodules") from None
-        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != 1:
-            raise invalid(where, "a model whose forward() takes one tensor argument",
-                          f"forward() with {len(placeholders)} arguments",
-                          "wrap the model in a module whose forward(x) calls it")
+        _drop_specialized(graph, where)
         return fx.GraphModule(model, graph)
     raise invalid(where, "a model torch.fx can trace", f"more than {MAX_TRACE_RETRIES} modules "
                   "that cannot be traced", "use the sampled method")
+
+
+_ONE_TENSOR = ("a model whose forward() takes one tensor argument (further parameters with "
+               "defaults are traced with their defaults)")
+_WRAP = "wrap the model in a module whose forward(x) calls it with the other arguments"
+
+
+def _defaults(model: nn.Module, where: str) -> dict[str, Any]:
+    """The forward's parameters after the first that have defaults, with their defaults;
+    refused when some parameter after the first has none (``*args`` and ``**kwargs`` are
+    traced empty)."""
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (a builtin): fx decides alone
+        return {}
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    named = [p for p in parameters if p.kind not in variadic]
+    required = [p.name for p in named[1:] if p.default is inspect.Parameter.empty]
+    if not named or required:
+        got = (f"forward() with the required arguments {required} after the input"
+               if named else "forward() without a named input argument")
+        raise invalid(where, _ONE_TENSOR, got, _WRAP)
+    return {p.name: p.default for p in named[1:]}
+
+
+def _drop_specialized(graph: fx.Graph, where: str) -> None:
+    """Remove from ``graph`` every placeholder after the input (the parameters traced with
+    their defaults, ``*args``, ``**kwargs``) and the checks fx adds on them; refused when the
+    output depends on one."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    extra = set(placeholders[1:])
+    for node in graph.nodes:
+        if node not in extra and any(n in extra for n in node.all_input_nodes):
+            extra.add(node)
+    output = next(n for n in graph.nodes if n.op == "output")
+    if output in extra:
+        names = [n.target for n in placeholders[1:]]
+        raise invalid(where, _ONE_TENSOR, f"a forward() whose output depends on the arguments "
+                      f"{names} as traced", _WRAP)
+    for node in reversed(list(graph.nodes)):
+        if node in extra:
+            graph.erase_node(node)
 
 
 def _fetch_attr(module: nn.Module, target: str) -> Any:
@@ -319,11 +362,10 @@ def _first(value: Any) -> Any:
 # --------------------------------------------------------------------------- modules by type
 
 _AFFINE_MODULES = (
-    nn.Linear, nn.modules.conv._ConvNd, nn.Identity, nn.Flatten, nn.Unflatten,
+    nn.Linear, nn.modules.conv._ConvNd, *RESHAPES,
     nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd,
     nn.modules.padding._ConstantPadNd, nn.modules.padding._ReflectionPadNd,
-    nn.modules.padding._ReplicationPadNd, nn.ZeroPad2d, nn.PixelShuffle, nn.PixelUnshuffle,
-    nn.ChannelShuffle,
+    nn.modules.padding._ReplicationPadNd, nn.ZeroPad2d,
 )
 _MAXPOOL_MODULES = (nn.modules.pooling._MaxPoolNd, nn.modules.pooling._AdaptiveMaxPoolNd)
 _HOMOGENEOUS_MODULES = (nn.ReLU, nn.LeakyReLU, nn.PReLU)

@@ -23,6 +23,11 @@ ACTIVATIONS = (
     nn.Threshold, ActivationModule,
 )
 """torch's elementwise activation classes (and nngauge's wrapper)."""
+RESHAPES = (nn.Identity, nn.Flatten, nn.Unflatten, nn.PixelShuffle, nn.PixelUnshuffle,
+            nn.ChannelShuffle)
+"""torch's modules that only move entries: the identity (timm's ``drop_block`` and ``aa``
+placeholders) and reshapes."""
+_PASSTHROUGH = (*RESHAPES, nn.modules.dropout._DropoutNd)
 _NORMS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm,
           nn.modules.instancenorm._InstanceNorm)
 _POOLS = (nn.modules.pooling._AvgPoolNd, nn.modules.pooling._MaxPoolNd,
@@ -42,6 +47,13 @@ def layer_kind(module: nn.Module) -> LayerKind:
     if isinstance(module, _POOLS):
         return "pool"
     return "other"
+
+
+def passthrough(module: nn.Module) -> bool:
+    """Whether ``module`` is one of torch's no-op or reshape classes (not a user's subclass,
+    which may do more): the identity, reshapes, and dropout (the identity in eval mode). No
+    measure reads them as layers, and results do not list them as unclassified."""
+    return isinstance(module, _PASSTHROUGH) and type(module).__module__.startswith("torch.nn")
 
 
 @contextmanager

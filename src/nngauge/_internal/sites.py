@@ -15,7 +15,8 @@ modules marked ``is_activation``); for other leaf modules the kind comes from th
 on the input they received (:mod:`nngauge._internal.behaviour`): an elementwise nonlinearity
 is an activation (timm's and Hugging Face's GELU classes, a user's Swish), an affine map with
 a weight is linear (GPT-2's Conv1D); modules with children are blocks; the rest is "other",
-and results list those leaves as ``unclassified``.
+and results list those leaves as ``unclassified``, except torch's no-op and reshape modules
+(Identity, Flatten, Unflatten, Dropout, ...), which are known to do nothing a measure reads.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import nn
 
 from nngauge._internal.behaviour import classify_behaviour
 from nngauge._internal.graph import site_name
-from nngauge._internal.layers import layer_kind
+from nngauge._internal.layers import layer_kind, passthrough
 from nngauge.errors import invalid
 
 SiteKind = Literal["linear", "conv", "norm", "activation", "pool", "block", "other"]
@@ -155,9 +156,10 @@ def _kind(module: nn.Module, leaf: bool, sample: Optional[torch.Tensor]) -> Site
 
 
 def unclassified(sites: Sequence[Site]) -> tuple[str, ...]:
-    """Labels of the leaf modules no kind could be given to (reported by every result)."""
+    """Labels of the leaf modules no kind could be given to (reported by every result); torch's
+    no-op and reshape modules (:func:`~nngauge._internal.layers.passthrough`) are known."""
     seen = dict.fromkeys(s.module_name + f" ({s.type_name})" for s in sites
-                         if s.leaf and s.kind == "other")
+                         if s.leaf and s.kind == "other" and not passthrough(s.module))
     return tuple(seen)
 
 

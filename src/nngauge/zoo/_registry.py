@@ -26,7 +26,7 @@ from nngauge.zoo._small import (
     groupnorm_cnn,
     mobilenet_block_net,
 )
-from nngauge.zoo._vit import vit_small
+from nngauge.zoo._vit import vit_optional_arguments, vit_small
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +93,11 @@ ZOO: dict[str, ZooEntry] = {entry.name: entry for entry in (
         piecewise_linear=False,
         description="timm-layout ViT: timm's GELU class, fused scaled_dot_product_attention, "
                     "cls_token / pos_embed parameters"),
+    ZooEntry(
+        name="vit_optional_args", build=vit_optional_arguments, input_shape=(3, 16, 16),
+        num_classes=10, piecewise_linear=False,
+        description="timm's newer ViT signature forward(x, attn_mask=None, is_causal=False): "
+                    "optional arguments graph-based measures trace with their defaults"),
     ZooEntry(
         name="gpt_small", build=gpt_small, input_shape=(16,), input_kind="tokens",
         vocab_size=64, num_classes=64, output="logits", input_module="wte",

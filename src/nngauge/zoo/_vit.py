@@ -1,8 +1,9 @@
-"""A Vision Transformer in timm's module layout (:func:`vit`, :func:`vit_small`)."""
+"""A Vision Transformer in timm's module layout (:func:`vit`, :func:`vit_small`), and timm's
+newer forward signature with optional arguments (:class:`MaskableVisionTransformer`)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -57,7 +58,8 @@ class PatchEmbed(nn.Module):
 
 
 class Attention(nn.Module):
-    """timm's ``Attention``: fused ``qkv`` Linear, ``scaled_dot_product_attention``, ``proj``.
+    """timm's ``Attention``: fused ``qkv`` Linear, ``scaled_dot_product_attention``, ``proj``;
+    ``attn_mask`` and ``is_causal`` go to the attention as they are.
 
     Shapes: (b, n, dim) -> (b, n, dim).
     """
@@ -70,12 +72,14 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
         b, n, dim = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.num_heads, dim // self.num_heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        x = F.scaled_dot_product_attention(q, k, v,
-                                           dropout_p=self.dropout_p if self.training else 0.0)
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                           dropout_p=self.dropout_p if self.training else 0.0,
+                                           is_causal=is_causal)
         return self.proj_drop(self.proj(x.transpose(1, 2).reshape(b, n, dim)))
 
 
@@ -89,8 +93,9 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), GELU, dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x))
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), attn_mask, is_causal)
         return x + self.mlp(self.norm2(x))
 
 
@@ -117,10 +122,34 @@ class VisionTransformer(nn.Module):
         trunc_normal_init(self, (nn.Linear,))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classify(self.blocks(self.tokens(x)))
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """The class token and the patch tokens with their position embedding."""
         x = self.patch_embed(x)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-        x = self.blocks(self.pos_drop(x + self.pos_embed))
+        return self.pos_drop(x + self.pos_embed)
+
+    def classify(self, x: torch.Tensor) -> torch.Tensor:
+        """The head on the normalized class token."""
         return self.head(self.norm(x)[:, 0])
+
+
+class MaskableVisionTransformer(VisionTransformer):
+    """A :class:`VisionTransformer` with timm's newer signature
+    ``forward(x, attn_mask=None, is_causal=False)``: the optional arguments reach every
+    block's attention (a network whose forward takes more than its input, as timm's and
+    Hugging Face's do).
+
+    Shapes: (b, in_channels, image_size, image_size) -> (b, num_classes).
+    """
+
+    def forward(self, x: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False) -> torch.Tensor:
+        x = self.tokens(x)
+        for block in self.blocks:
+            x = block(x, attn_mask, is_causal)
+        return self.classify(x)
 
 
 @renamed(seed="generator")
@@ -197,4 +226,17 @@ def vit_small(
                generator=generator)
 
 
-__all__ = ["GELU", "Mlp", "VisionTransformer", "vit", "vit_small"]
+@constrained(generator=GENERATOR)
+def vit_optional_arguments(*, generator: torch.Generator | int = 0) -> MaskableVisionTransformer:
+    """A tiny :class:`MaskableVisionTransformer` for the conformance zoo: 16 x 16 inputs,
+    patches of 4, dim 16, two blocks of 2 heads, 10 classes.
+
+    Returns:
+        The model in train mode: (b, 3, 16, 16) -> (b, 10).
+    """
+    with seeded(generator):
+        return MaskableVisionTransformer(16, 4, 3, 16, 2, 2, 4.0, 10, 0.0)
+
+
+__all__ = ["GELU", "MaskableVisionTransformer", "Mlp", "VisionTransformer", "vit", "vit_small",
+           "vit_optional_arguments"]

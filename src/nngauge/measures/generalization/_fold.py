@@ -122,9 +122,10 @@ def folded_mode(adapter: ModelAdapter) -> MeasurementMode:
 
 
 def folded_graph(model: nn.Module, input_shape: Optional[Sequence[int]],
-                 where: str) -> ModelGraph:
+                 where: str, *, probe: Optional[torch.Tensor] = None) -> ModelGraph:
     """The traced graph of a float64 eval-mode CPU copy of ``model`` with every foldable
-    batchnorm folded (the others stay as diagonal affine nodes), checked on a probe batch.
+    batchnorm folded (the others stay as diagonal affine nodes), checked on a probe batch:
+    ``probe`` (inputs of the model, e.g. token ids), or a Gaussian one of ``input_shape``.
 
     ``input_shape`` None is inferred only from a first Linear layer (a convolutional network's
     measures depend on the input size)."""
@@ -132,8 +133,11 @@ def folded_graph(model: nn.Module, input_shape: Optional[Sequence[int]],
         raise invalid(where, "a torch.nn.Module", type(model).__name__, "pass the network")
     require_real_finite_weights(model, where)
     work = copy.deepcopy(model).to("cpu", torch.float64).eval().requires_grad_(False)
-    probe = probe_batch(probe_shape(work, input_shape, where, search=False), torch.float64,
-                        torch.device("cpu"))
+    if probe is None:
+        probe = probe_batch(probe_shape(work, input_shape, where, search=False),
+                            torch.float64, torch.device("cpu"))
+    else:
+        probe = probe.detach().cpu()
     graph = _traced(work, probe, where)
     fold_graph(graph)
     folded = graph.module.requires_grad_(False)

@@ -242,9 +242,6 @@ def norm_measures(
         matched_parameters(model, initial_model, where)
     adapter, margins, gamma, input_shape, graph, layers = margin_and_layers(
         model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where)
-    if not layers:
-        raise invalid(where, "a network with at least one Linear or Conv layer",
-                      "no weight layers", "pass a network of Linear/Conv layers")
     obstacles = path_obstacles(graph, layers)
     initial = None if initial_model is None else _initial_layers(
         initial_model, input_shape, layers, where)

@@ -47,15 +47,20 @@ from nngauge._internal.spectral import (
 from nngauge._results import Result, row_named
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid, warn_caller
-from nngauge.measures.generalization._fold import folded_graph, folded_mode
+from nngauge.measures.generalization._fold import PROBE_SAMPLES, folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
 from nngauge.measures.generalization._weights import WeightLayer, weight_layers
 
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")
+_LIPSCHITZ_MEASURES = ("lipschitz_linf", "lipschitz_l2", "log10_lipschitz_capacity_linf",
+                       "log10_lipschitz_capacity_l2")
 _MARGIN_MEASURES = ("l2", "l1_path", "l2_path", "spectral", "log10_lipschitz_capacity_linf",
                     "log10_lipschitz_capacity_l2")
 """The fields divided by the margin: undefined when it is not positive."""
+_NOT_LIPSCHITZ = ("prod_i ||W_i|| bounds the network's Lipschitz constant (section 2.3) only when "
+                  "every other operation is a 1-Lipschitz piecewise-linear activation, pooling, "
+                  "eval batchnorm or a residual addition; not through ")
 
 
 @constrained(p=Real(0, low_open=True), bias=Flag())
@@ -220,10 +225,15 @@ class CapacityResult(Result):
         depth: d, the number of weight layers.
         layers: per-layer :class:`LayerNorms` rows (the norm table).
         bias: whether paths starting at biases were counted.
-        undefined: the measures that are NaN, each with why: the path-based ones when the
-            network is not a sum over paths (max pooling, activations that are not positively
-            homogeneous); every capacity over margin when the margin is not positive.
-        notes: what the numbers mean for this network beyond the paper's chains.
+        undefined: the measures that are NaN, each with why, naming the nodes: the path-based
+            ones when the network is not a sum over paths (max pooling, activations that are
+            not positively homogeneous, normalization, attention, an embedding); the Lipschitz
+            bounds and capacities through operations other than 1-Lipschitz piecewise-linear
+            activations, pooling, eval batchnorm and residual additions; every capacity over
+            margin when the margin is not positive.
+        notes: what the numbers mean for this network beyond the paper's chains, and the
+            weight tensors left out of the products (embeddings, class tokens, an LSTM's or
+            MultiheadAttention's own weights: parameters of no Linear / Conv layer).
         mode: how the model was run (:class:`~nngauge.MeasurementMode`): eval-mode batchnorm
             folded away, a float64 copy.
     """
@@ -267,17 +277,25 @@ class CapacityResult(Result):
 
 
 def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOptions, *,
-                      percentile: float, batch_size: int, where: str):
+                      percentile: float, batch_size: int, where: str, tokens: bool = False):
     """What every norm-over-margin measure reads first: (the eval-mode adapter, the margins of
-    the data, the epsilon-margin gamma at ``percentile``, the float input shape, the
-    batchnorm-folded graph, its weight layers)."""
+    the data, the epsilon-margin gamma at ``percentile``, one sample's input shape, the
+    batchnorm-folded graph, its weight layers: at least one). Integer inputs (token ids) are
+    refused unless ``tokens``; the graph is then traced on the data's first inputs."""
     adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     margins = margins_of(scores, targets)
-    input_shape = float_input_shape(data, where)
-    graph = folded_graph(model, input_shape, where)
-    return (adapter, margins, epsilon_margin(margins, percentile), input_shape, graph,
-            weight_layers(graph))
+    first = first_inputs(data, where, PROBE_SAMPLES)
+    if not tokens:
+        _require_float(first, where)
+    input_shape = tuple(first.shape[1:])
+    graph = folded_graph(model, input_shape, where,
+                         probe=None if first.is_floating_point() else first)
+    layers = weight_layers(graph)
+    if not layers:
+        raise invalid(where, "a network with at least one Linear or Conv layer",
+                      "no weight layers", "pass a network of Linear/Conv layers")
+    return adapter, margins, epsilon_margin(margins, percentile), input_shape, graph, layers
 
 @renamed(margin_percentile="percentile")
 @constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
@@ -305,6 +323,12 @@ def capacity(
     but not positively homogeneous (ReLU6, HardTanh) leave the l2 and spectral capacities
     defined and make the path-based ones NaN, with the reason in ``undefined``.
 
+    Any network with Linear / Conv layers is measured, token models included (their graph is
+    traced on the data's first inputs): the l2 and spectral capacities read the weights alone.
+    Normalization by sample statistics, attention, smooth activations and embeddings of token
+    ids make the path-based measures NaN (no sum over paths) and the Lipschitz bounds NaN (the
+    product of norms bounds nothing through them), each with the nodes named in ``undefined``.
+
     The paper measures trained networks. A network that misclassifies at least
     ``percentile`` percent of the data (any network at initialization, typically) has a
     margin gamma <= 0, over which no capacity is defined: the capacities are then NaN, each
@@ -313,9 +337,11 @@ def capacity(
     which do not depend on the margin, are returned all the same.
 
     Args:
-        model: a classifier mapping (m, ...) to class scores (m, n_classes), built of Linear /
-            Conv layers, piecewise-linear activations, pooling, eval batchnorm, residual
-            additions and reshapes.
+        model: a classifier mapping (m, ...) to class scores (m, n_classes), or a sequence
+            model with scores (m, ..., n_classes), with at least one Linear / Conv layer; the
+            path norms and Lipschitz bounds are defined for networks of Linear / Conv layers,
+            piecewise-linear activations, pooling, eval batchnorm, residual additions and
+            reshapes.
         data, labels: labelled data, as for :func:`nngauge.margin`.
         percentile: eps in percent, as :func:`nngauge.margin`'s (the paper: 5).
         bias: count bias paths in the path norms (see :func:`path_norm`).
@@ -346,12 +372,13 @@ def capacity(
         raise invalid(where, "percentile in [0, 100)", f"{percentile!r}",
                       "pass e.g. percentile=5 (the paper)")
     adapter, margins, gamma, input_shape, graph, layers = margin_and_layers(
-        model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where)
+        model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where,
+        tokens=True)
     obstacles = path_obstacles(graph, layers)
-    _check_measurable(layers, obstacles, where)
     rows = layer_norms(layers)
     d = len(rows)
     reason = "; ".join(why for _, why in obstacles)
+    not_lipschitz = "; ".join(why for op, why in obstacles if not _lipschitz(op))
     log_l1, log_l2 = (math.nan, math.nan) if obstacles else (
         log_path_sum(graph, layers, 1.0, bias=bias),
         log_path_sum(graph, layers, 2.0, bias=bias))
@@ -366,10 +393,12 @@ def capacity(
     measures = tuple(_capacity_measure(name, plain, factor, log_gamma2)
                      for name, (plain, factor) in logs.items())
     n = int(np.prod(input_shape))
-    lip_linf = _sum_log(r.l1_inf for r in rows)
-    lip_l2 = _sum_log(r.spectral for r in rows)
+    lip_linf = math.nan if not_lipschitz else _sum_log(r.l1_inf for r in rows)
+    lip_l2 = math.nan if not_lipschitz else _sum_log(r.spectral for r in rows)
     log_gamma = math.log(gamma) if gamma > 0 else math.nan
     undefined = {name: reason for name in _PATH_MEASURES} if obstacles else {}
+    if not_lipschitz:
+        undefined.update({name: _NOT_LIPSCHITZ + not_lipschitz for name in _LIPSCHITZ_MEASURES})
     if not gamma > 0:
         why = _nonpositive_margin(gamma, margins, percentile)
         warn_caller(f"{where}: {why}")
@@ -384,7 +413,7 @@ def capacity(
         log10_lipschitz_capacity_linf=n * (lip_linf - log_gamma) / math.log(10),
         log10_lipschitz_capacity_l2=n * (lip_l2 - log_gamma) / math.log(10),
         input_dim=n, depth=d, layers=rows, bias=bias,
-        undefined=undefined, notes=_notes(graph, rows), mode=folded_mode(adapter),
+        undefined=undefined, notes=_notes(graph, layers, rows), mode=folded_mode(adapter),
     )
 
 
@@ -399,21 +428,15 @@ def _nonpositive_margin(gamma: float, margins: np.ndarray, percentile: float) ->
             f"a margin that is not positive is undefined (NaN); {fix}")
 
 
-def _check_measurable(layers: Sequence[WeightLayer], obstacles: Sequence[tuple[GraphOp, str]],
-                      where: str) -> None:
-    """Refuse what leaves even the l2 and spectral capacities undefined."""
-    if not layers:
-        raise invalid(where, "a network with at least one Linear or Conv layer",
-                      "no weight layers", "pass a network of Linear/Conv layers")
-    blocking = [why for op, why in obstacles
-                if op.kind != "maxpool" and not (op.kind == "activation" and op.piecewise_linear)]
-    if blocking:
-        raise invalid(where, "a network of Linear/Conv layers, piecewise-linear activations, "
-                      "pooling, eval batchnorm, residual additions and reshapes",
-                      "; ".join(blocking), "replace the named nodes")
+def _lipschitz(op: GraphOp) -> bool:
+    """Whether a path obstacle still lets prod_i ||W_i|| bound the Lipschitz constant: max
+    pooling, a piecewise-linear activation (1-Lipschitz), or a tuple / dict output (the
+    measured tensor is selected from it)."""
+    return op.kind in ("maxpool", "output") or (op.kind == "activation" and op.piecewise_linear)
 
 
-def _notes(graph: ModelGraph, rows: Sequence[LayerNorms]) -> tuple[str, ...]:
+def _notes(graph: ModelGraph, layers: Sequence[WeightLayer],
+           rows: Sequence[LayerNorms]) -> tuple[str, ...]:
     kinds = {op.node: op.kind for op in graph.ops}
     merges = [op.label for op in graph.ops if op.kind == "affine" and sum(
         kinds[n] not in ("constant", "shape") for n in op.node.all_input_nodes) > 1]
@@ -422,25 +445,41 @@ def _notes(graph: ModelGraph, rows: Sequence[LayerNorms]) -> tuple[str, ...]:
         notes.append(f"branches merge at {', '.join(merges)}: the products run over all "
                      f"{len(rows)} weight layers, as for a chain; the paper derives its bounds "
                      "for chains")
+    covered = {layer.weight.data_ptr() for layer in layers}
+    outside = [name for name, p in graph.module.named_parameters()
+               if p.dim() >= 2 and p.data_ptr() not in covered]
+    if outside:
+        notes.append(f"weights outside the Linear / Conv layers are left out of the products: "
+                     f"{', '.join(outside[:8])}{', ...' if len(outside) > 8 else ''} "
+                     "(embeddings, class tokens, an LSTM's or MultiheadAttention's own weights)")
     notes += [f"{r.name}: power iteration stopped at {POWER_MAX_ITER} iterations, above the "
               f"relative residual {POWER_TOL:g}" for r in rows
               if r.spectral_iterations >= POWER_MAX_ITER]
     return tuple(notes)
 
 
+def first_inputs(data: Any, where: str, n: int = 1) -> torch.Tensor:
+    """The first ``n`` raw inputs of ``data`` (fewer when it has fewer)."""
+    from nngauge._internal.data import as_batches
+
+    return next(iter(as_batches(data[0] if isinstance(data, (tuple, list)) else data,
+                                batch_size=n, where=where, require_float=False))).inputs
+
+
 def float_input_shape(data: Any, where: str) -> tuple[int, ...]:
     """One sample's shape; the inputs must be real-valued (a token model's embedding lookup
     is not a weight layer of a sum over paths)."""
-    from nngauge._internal.data import as_batches
+    first = first_inputs(data, where)
+    _require_float(first, where)
+    return tuple(first.shape[1:])
 
-    first = next(iter(as_batches(data[0] if isinstance(data, (tuple, list)) else data,
-                                 batch_size=1, where=where, require_float=False)))
-    if not first.inputs.is_floating_point():
+
+def _require_float(inputs: torch.Tensor, where: str) -> None:
+    if not inputs.is_floating_point():
         raise invalid(where, "real-valued inputs (norms and paths of Linear/Conv layers acting "
-                      "on them)", f"integer inputs (token ids, dtype {first.inputs.dtype})",
+                      "on them)", f"integer inputs (token ids, dtype {inputs.dtype})",
                       "measure the layers after the embedding as their own nn.Module, on "
                       "embedded inputs")
-    return tuple(first.inputs.shape[1:])
 
 
 def _capacity_measure(name: str, log_plain: float, log_factor: float,

@@ -14,8 +14,10 @@ quantity the paper uses to argue the block is redundant.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Sequence, Union
 
 import torch
@@ -32,7 +34,11 @@ from nngauge.measures.propagation._correlations import cosine_matrix
 
 
 class LinearizedBlock(nn.Module):
-    """The affine map h -> g(m) + J_g(m) (h - m) on flattened samples, reshaped back."""
+    """The affine map h -> g(m) + J_g(m) (h - m) on flattened samples, reshaped back.
+
+    Further arguments (a model that calls its blocks as timm's do, ``block(x, attn_mask,
+    is_causal)``) are accepted and ignored: :func:`skim` linearizes a block only where the
+    model calls it with their defaults."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor, out_shape: tuple[int, ...],
                  names: tuple[str, ...]) -> None:
@@ -45,7 +51,7 @@ class LinearizedBlock(nn.Module):
         self.out_shape = out_shape
         self.names = names
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         return self.linear(h.reshape(len(h), -1)).reshape(len(h), *self.out_shape)
 
     def extra_repr(self) -> str:
@@ -153,14 +159,16 @@ def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]],
         x = adapter.measured(adapter.collect(data).inputs)
         check_min_samples(len(x), 2, where, "the spread of the outputs the deviation is "
                           "relative to")
-        captured = {}
-        handle = parent[keys[0]].register_forward_pre_hook(
-            lambda module, args: captured.setdefault("h", args[0].clone()))
+        captured: dict = {}
+        handles = [parent[i].register_forward_pre_hook(partial(_capture, captured, i),
+                                                       with_kwargs=True) for i in keys]
         try:
             original = adapter(x)
         finally:
-            handle.remove()
-        h = captured["h"]
+            for handle in handles:
+                handle.remove()
+        h = captured[keys[0]]
+        _require_defaults(work, parent, keys, captured, where)
         mean = h.mean(0, keepdim=True)
         with torch.enable_grad():
             jac = torch.autograd.functional.jacobian(block, mean)  # (1, *out, 1, *in)
@@ -188,6 +196,44 @@ def skim(model: nn.Module, data: Any, *, layers: Union[str, Sequence[str]],
                       absolute_deviation=absolute,
                       min_input_correlation=float(off.min()) if off.numel() else 1.0,
                       parameters_removed=removed, mode=adapter.mode)
+
+
+def _capture(captured: dict, index: int, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook: the first input of block child ``index`` (cloned), and under
+    ``("other", index)`` the names of its further arguments that differ from their defaults."""
+    if index in captured:
+        return
+    captured[index] = args[0].clone()
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        captured["other", index] = ["(arguments its forward() does not declare)"]
+        return
+    parameters = list(bound.signature.parameters.values())[1:]
+    captured["other", index] = [
+        p.name for p in parameters if p.name in bound.arguments and not _is_default(
+            bound.arguments[p.name], p.default)]
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether an argument is its parameter's default (None, a bool, a number, a string)."""
+    return value is default or (type(value) is type(default) and isinstance(
+        value, (bool, int, float, str)) and value == default)
+
+
+def _require_defaults(model: nn.Module, parent: nn.Module, keys: list, captured: dict,
+                      where: str) -> None:
+    """Refuse a block the model calls with more than its input at non-default values: its
+    linearization is of the block called on its input alone."""
+    prefix = _prefix(model, parent)
+    names = list(parent._modules)
+    other = {f"{prefix}{names[i]}": captured.get(("other", i), []) for i in keys}
+    other = {name: args for name, args in other.items() if args}
+    if other:
+        raise invalid(where, "a block the model calls with its input alone (further arguments "
+                      "at their defaults)", "; ".join(f"{name} called with {args}" for name, args
+                                                      in other.items()),
+                      "skim a block the model calls as block(x)")
 
 
 def _block(model: nn.Module, start: str, end: str, where: str):
