@@ -46,11 +46,12 @@ from torch._C._functorch import is_functorch_wrapped_tensor
 
 from nngauge._constraints import NormMode  # noqa: F401  (re-exported)
 from nngauge._internal.data import Batch, as_batches, collect
+from nngauge._internal.graph import FunctionSite, expose_functions, trace_graph
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import Site, SiteKind, SiteRecorder, discover_sites, resolve_sites
 from nngauge._internal.sites import unclassified as unclassified_sites
-from nngauge.errors import invalid, rejected_inputs
+from nngauge.errors import InvalidInputError, invalid, rejected_inputs
 
 FROZEN_SAMPLES = 1024
 """Samples whose batch statistics fix batchnorm for ``norm_mode="frozen"``."""
@@ -250,6 +251,8 @@ class ModelAdapter:
         self._input_how = input_module
         self._sites: Optional[tuple[Site, ...]] = None
         self._found_norm = self._norm_found()
+        self.untraced: Optional[str] = None
+        self._functions_sought = False
 
     # ------------------------------------------------------------------------ state and mode
 
@@ -543,6 +546,41 @@ class ModelAdapter:
             with torch.no_grad():
                 self._sites = discover_sites(self.model, lambda: self._forward(x, raw_sample[:2]))
         return self._sites
+
+    def expose_functions(self, raw_sample: torch.Tensor) -> None:
+        """Make the activation functions a forward pass calls outside modules (``F.relu``,
+        ``torch.relu``, ``x.clamp(min=0)``, ``F.gelu``; hooks do not see them) sites like
+        activation modules: the model is traced on ``raw_sample``
+        (:func:`~nngauge._internal.graph.trace_graph`) and, when it calls such functions, runs
+        from here on as its graph with each call a module
+        (:func:`~nngauge._internal.graph.expose_functions`: the same parameters and outputs;
+        the new sites are named as the exact piecewise-linear engine names them, and sites of
+        blocks the graph traced through are gone). A model ``torch.fx`` cannot trace keeps
+        its module sites; :attr:`untraced` then says why."""
+        if self._functions_sought:
+            return
+        self._functions_sought = True
+        try:
+            graph = trace_graph(self.model, self.prepare_raw(raw_sample[:2]), where=self.where)
+        except InvalidInputError as exc:
+            self.untraced = str(exc)
+            self.note("activation functions called outside modules (F.relu, ...) were not "
+                      "looked for: the model could not be traced")
+            return
+        exposed = expose_functions(graph, self.model)
+        if exposed is None:
+            return
+        if self.input_module is not None and self.input_module not in dict(
+                exposed.named_modules()):
+            self.untraced = (f"input_module={self.input_module!r} is traced through (not a "
+                             "module of the traced graph)")
+            self.note("activation functions called outside modules (F.relu, ...) were not "
+                      f"read: {self.untraced}")
+            return
+        names = [n for n, m in exposed.named_children() if isinstance(m, FunctionSite)]
+        self.model, self._sites = exposed, None
+        self.note(f"activation functions called in forward() read from the traced graph as "
+                  f"sites {names[:5]}{' ...' if len(names) > 5 else ''}")
 
     def sites(self, raw_sample: torch.Tensor, names: Optional[Sequence[str]], *,
               default_kinds: Sequence[SiteKind]) -> list[Site]:

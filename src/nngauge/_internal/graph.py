@@ -185,6 +185,69 @@ def _leaf_owner(op: GraphOp, modules: dict[str, nn.Module]) -> Optional[str]:
     return name if module is not None and not any(True for _ in module.children()) else None
 
 
+class FunctionSite(nn.Module):
+    """A call of an activation function in a forward pass (``F.relu(x)``, ``torch.relu``,
+    ``x.clamp(min=0)``, ``F.gelu``, the ``sigmoid`` of ``x * torch.sigmoid(x)``) made a module
+    of the traced graph, so that hooks see it as they see ``nn.ReLU``: it calls the same
+    function with the same arguments (:func:`expose_functions`).
+
+    Attributes:
+        function: the function's name (``"relu"``, ``"clamp"``).
+        breakpoints: those of the traced op (None: not piecewise linear).
+        homogeneous: whether the function is positively homogeneous.
+    """
+
+    is_activation = True
+
+    def __init__(self, node: fx.Node, breakpoints: Optional[tuple[float, ...]],
+                 homogeneous: bool) -> None:
+        super().__init__()
+        self.target, self.method = node.target, node.op == "call_method"
+        self.function = target_name(node)
+        self.breakpoints, self.homogeneous = breakpoints, homogeneous
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.method:
+            owner, *rest = args
+            return getattr(owner, self.target)(*rest, **kwargs)
+        return self.target(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return self.function
+
+
+def hidden_activations(graph: ModelGraph, model: nn.Module) -> list[GraphOp]:
+    """The activation ops no module hook sees: function calls (``F.relu``, ``torch.relu``,
+    ``x.clamp(min=0)``, ...) in a forward pass outside any module without children."""
+    modules = dict(model.named_modules())
+    return [op for op in graph.ops if op.kind == "activation" and op.node.op != "call_module"
+            and _leaf_owner(op, modules) is None]
+
+
+def expose_functions(graph: ModelGraph, model: nn.Module) -> Optional[fx.GraphModule]:
+    """The traced ``model`` with each of its :func:`hidden_activations` made a
+    :class:`FunctionSite` named as the op's site (with a trailing "_" if an attribute already
+    holds that name), so that hooks find every activation site the exact engine finds, under
+    the same names; None when there is none. The graph's module is changed in place (its
+    ops' nodes are not valid after); it shares the model's parameters, and its modules keep
+    their names (modules traced through, blocks, are no longer called)."""
+    hidden = hidden_activations(graph, model)
+    if not hidden:
+        return None
+    gm = graph.module
+    for op in hidden:
+        name = op.site
+        while hasattr(gm, name):  # a module of that name: a variant, "relu_"
+            name += "_"
+        gm.add_submodule(name, FunctionSite(op.node, op.breakpoints, op.homogeneous))
+        with gm.graph.inserting_after(op.node):
+            call = gm.graph.call_module(name, op.node.args, op.node.kwargs)
+        op.node.replace_all_uses_with(call)
+        gm.graph.erase_node(op.node)
+    gm.recompile()
+    return gm
+
+
 class _Tracer(fx.Tracer):
     """torch.nn's own modules stay leaves, as do the modules in ``leaves``; ``failed`` is the
     innermost module whose tracing raised (None when the error was in the root's forward)."""
@@ -341,12 +404,15 @@ def module_breakpoints(module: nn.Module) -> Optional[tuple[float, ...]]:
         return (-3.0, 3.0)
     if isinstance(module, ActivationModule) and module.activation.piecewise_linear:
         return tuple(float(c) for c in module.activation.breakpoints)
+    if isinstance(module, FunctionSite):
+        return module.breakpoints
     return None
 
 
 def module_homogeneous(module: nn.Module) -> bool:
     """Whether an activation module is positively homogeneous: f(a x) = a f(x), a > 0."""
     return isinstance(module, _HOMOGENEOUS_MODULES) or (
+        isinstance(module, FunctionSite) and module.homogeneous) or (
         isinstance(module, ActivationModule)
         and module.activation.name in ("relu", "leaky_relu", "identity", "abs"))
 
@@ -495,5 +561,6 @@ def _clamp_op(node: fx.Node, label: str, name: str) -> GraphOp:
                    homogeneous=low == 0 and high is None)
 
 
-__all__ = ["GraphOp", "ModelGraph", "OpKind", "module_breakpoints", "site_name", "target_name",
-           "module_homogeneous", "trace_graph"]
+__all__ = ["FunctionSite", "GraphOp", "ModelGraph", "OpKind", "expose_functions",
+           "hidden_activations", "module_breakpoints", "module_homogeneous", "site_name",
+           "target_name", "trace_graph"]
