@@ -19,6 +19,7 @@ from nngauge import (
     loss_landscape,
     region_density,
     regions,
+    trajectory_length,
     transitions,
     weight_transitions,
 )
@@ -120,6 +121,11 @@ def test_every_site_reading_measure_agrees_on_module_and_functional_activations(
         res = transitions(net, x[0], x[1], method="sampled", n_initial=257, max_evaluations=257)
         assert list(res.per_layer) == brute and sum(brute) > 0
         assert res.n_patterns == _distinct(torch.cat(path, 1))
+
+    lengths = [trajectory_length(net, line(x[0], x[1], 9)) for net in nets.values()]
+    assert len(lengths[0].lengths) == 4  # input, two activation sites, output
+    # x * sigmoid(x) and SiLU differ by float32 round-off
+    assert lengths[0].lengths == pytest.approx(lengths[1].lengths, rel=1e-5)
 
     refined = [transitions(net, x[0], x[1], method="sampled") for net in nets.values()]
     assert refined[0].per_layer == refined[1].per_layer

@@ -547,7 +547,8 @@ class ModelAdapter:
                 self._sites = discover_sites(self.model, lambda: self._forward(x, raw_sample[:2]))
         return self._sites
 
-    def expose_functions(self, raw_sample: torch.Tensor) -> None:
+    def expose_functions(self, raw_sample: torch.Tensor,
+                         names: Optional[Sequence[str]] = None) -> None:
         """Make the activation functions a forward pass calls outside modules (``F.relu``,
         ``torch.relu``, ``x.clamp(min=0)``, ``F.gelu``; hooks do not see them) sites like
         activation modules: the model is traced on ``raw_sample``
@@ -556,10 +557,12 @@ class ModelAdapter:
         (:func:`~nngauge._internal.graph.expose_functions`: the same parameters and outputs;
         the new sites are named as the exact piecewise-linear engine names them, and sites of
         blocks the graph traced through are gone). A model ``torch.fx`` cannot trace keeps
-        its module sites; :attr:`untraced` then says why."""
+        its module sites, as does one whose ``names`` (site or module names a measure reads)
+        include such a block; :attr:`untraced` then says why."""
         if self._functions_sought:
             return
         self._functions_sought = True
+        self.discover(raw_sample)  # the standard error on inputs the model rejects
         try:
             graph = trace_graph(self.model, self.prepare_raw(raw_sample[:2]), where=self.where)
         except InvalidInputError as exc:
@@ -570,10 +573,13 @@ class ModelAdapter:
         exposed = expose_functions(graph, self.model)
         if exposed is None:
             return
-        if self.input_module is not None and self.input_module not in dict(
-                exposed.named_modules()):
-            self.untraced = (f"input_module={self.input_module!r} is traced through (not a "
-                             "module of the traced graph)")
+        kept, found = dict(exposed.named_modules()), dict(self.user_model.named_modules())
+        named = [names] if isinstance(names, str) else list(names or ())
+        gone = [n for n in named + [self.input_module] if n is not None
+                and n.split("#")[0] in found and n.split("#")[0] not in kept]
+        if gone:
+            self.untraced = (f"modules {gone} are traced through (blocks the traced graph does "
+                             "not call)")
             self.note("activation functions called outside modules (F.relu, ...) were not "
                       f"read: {self.untraced}")
             return
@@ -586,7 +592,10 @@ class ModelAdapter:
               default_kinds: Sequence[SiteKind]) -> list[Site]:
         """The sites named in ``names`` (site or module names), or those of ``default_kinds``;
         sites before or at ``input_module`` (which do not depend on the measured input) are
-        left out of the defaults."""
+        left out of the defaults. Activations called as functions are sites too
+        (:meth:`expose_functions`) where activations are read and blocks are not."""
+        if "activation" in default_kinds and "block" not in default_kinds:
+            self.expose_functions(raw_sample, names)
         found = self.discover(raw_sample)
         if names is None and self.input_module is not None:
             found = _after_input(found, self.input_module)

@@ -187,33 +187,37 @@ def _leaf_owner(op: GraphOp, modules: dict[str, nn.Module]) -> Optional[str]:
 
 class FunctionSite(nn.Module):
     """A call of an activation function in a forward pass (``F.relu(x)``, ``torch.relu``,
-    ``x.clamp(min=0)``, ``F.gelu``, the ``sigmoid`` of ``x * torch.sigmoid(x)``) made a module
-    of the traced graph, so that hooks see it as they see ``nn.ReLU``: it calls the same
-    function with the same arguments (:func:`expose_functions`).
+    ``x.clamp(min=0)``, ``F.gelu``) made a module of the traced graph, so that hooks see it as
+    they see ``nn.ReLU``: it calls the same function with the same arguments
+    (:func:`expose_functions`). A gated one, ``x * f(x)`` (``x * torch.sigmoid(x)``, SiLU
+    written out), is one site: its input is x, its output the product.
 
     Attributes:
-        function: the function's name (``"relu"``, ``"clamp"``).
+        function: the function's name (``"relu"``, ``"clamp"``, ``"sigmoid"``).
         breakpoints: those of the traced op (None: not piecewise linear).
         homogeneous: whether the function is positively homogeneous.
+        gated: whether the output is the input times the function.
     """
 
     is_activation = True
 
-    def __init__(self, node: fx.Node, breakpoints: Optional[tuple[float, ...]],
-                 homogeneous: bool) -> None:
+    def __init__(self, op: GraphOp, gated: bool) -> None:
         super().__init__()
-        self.target, self.method = node.target, node.op == "call_method"
-        self.function = target_name(node)
-        self.breakpoints, self.homogeneous = breakpoints, homogeneous
+        self.target, self.method = op.node.target, op.node.op == "call_method"
+        self.function, self.gated = target_name(op.node), gated
+        self.breakpoints = None if gated else op.breakpoints
+        self.homogeneous = op.homogeneous and not gated
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self.method:
             owner, *rest = args
-            return getattr(owner, self.target)(*rest, **kwargs)
-        return self.target(*args, **kwargs)
+            out = getattr(owner, self.target)(*rest, **kwargs)
+        else:
+            out = self.target(*args, **kwargs)
+        return args[0] * out if self.gated else out
 
     def extra_repr(self) -> str:
-        return self.function
+        return f"x * {self.function}(x)" if self.gated else self.function
 
 
 def hidden_activations(graph: ModelGraph, model: nn.Module) -> list[GraphOp]:
@@ -239,13 +243,27 @@ def expose_functions(graph: ModelGraph, model: nn.Module) -> Optional[fx.GraphMo
         name = op.site
         while hasattr(gm, name):  # a module of that name: a variant, "relu_"
             name += "_"
-        gm.add_submodule(name, FunctionSite(op.node, op.breakpoints, op.homogeneous))
-        with gm.graph.inserting_after(op.node):
+        gate = _gate(op.node)
+        gm.add_submodule(name, FunctionSite(op, gated=gate is not None))
+        last = gate or op.node
+        with gm.graph.inserting_after(last):
             call = gm.graph.call_module(name, op.node.args, op.node.kwargs)
-        op.node.replace_all_uses_with(call)
-        gm.graph.erase_node(op.node)
+        last.replace_all_uses_with(call)
+        for node in (gate, op.node):
+            if node is not None:
+                gm.graph.erase_node(node)
     gm.recompile()
     return gm
+
+
+def _gate(node: fx.Node) -> Optional[fx.Node]:
+    """The product ``x * f(x)`` when it is the only use of ``f(x)`` (``node``), else None."""
+    users = list(node.users)
+    source = node.args[0] if node.args else None
+    if len(users) != 1 or target_name(users[0]) != "mul" or users[0].kwargs:
+        return None
+    gate = users[0]
+    return gate if set(gate.args) == {node, source} and len(gate.args) == 2 else None
 
 
 class _Tracer(fx.Tracer):

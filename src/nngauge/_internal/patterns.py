@@ -52,7 +52,6 @@ def activation_sites(adapter, raw_sample: torch.Tensor, names: Optional[Sequence
     reading activation sites finds the same ones. A named site that is not an activation is
     refused, as is a model with no activation module that ``torch.fx`` cannot trace (its
     functional activations could not be found)."""
-    adapter.expose_functions(raw_sample)
     sites = adapter.sites(raw_sample, names, default_kinds=("activation",))
     if not sites and adapter.untraced is not None:
         raise invalid(adapter.where, "activation sites: activation modules, or activation "
