@@ -54,9 +54,10 @@ class TransitionLayer(Result):
     trajectory.
 
     Attributes:
-        name: the activation module's name; exact method: the site's name (the module's
-            name, ``"name#k"`` for the k-th call of a module called k > 1 times per forward
-            pass, the function's node name for ``F.relu`` and the like).
+        name: the site's name (the module's name, ``"name#k"`` for the k-th call of a
+            module called k > 1 times per forward pass, the traced graph's node name for an
+            activation function called in a forward pass, ``F.relu`` and the like: ``"relu"``,
+            ``"relu_1"``, ..., in both methods).
         units: neurons in the layer (numel of its pre-activation per point; max pooling: of
             its output).
         transitions: region changes of its neurons along the trajectory (max pooling:
@@ -185,7 +186,8 @@ def transitions(
           Changes that cancel inside an interval are missed, so exact >= sampled. For
           activations that are not piecewise linear (tanh, sigmoid, ...) a neuron's region
           is the sign of its pre-activation. One row per activation site (a module called
-          twice per forward pass gives two), in call order.
+          twice per forward pass gives two; activation functions called in ``forward``, found
+          in the traced graph, are sites as in the exact method), in call order.
 
     Args:
         model: the network; its outputs for a point must not depend on the batch
