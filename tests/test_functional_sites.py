@@ -264,13 +264,16 @@ def test_cifar_style_resnet_with_functional_relu_equals_brute_force():
     assert transitions(modular, x[0], x[1]).per_layer == exact.per_layer
 
 
-def test_exact_method_refuses_early_with_its_estimate():
+def test_exact_methods_refuse_early_with_their_estimate():
     torch.manual_seed(0)
     wide = ResNet(channels=16, classes=10).eval()
     x = torch.randn(2, 3, 32, 32)
     with pytest.raises(BudgetExceededError, match=r"max_seconds=0.01.*estimated .* s for the "
                        r"path .*sampled"):
         transitions(wide, x[0], x[1], max_seconds=0.01)
+    with pytest.raises(BudgetExceededError, match=r"max_seconds=0.01.*estimated .* s for the "
+                       r"4 segments .*sampled"):
+        region_density(wide, x, n_directions=2, max_seconds=0.01, generator=0)
 
 
 class Untraceable(nn.Module):

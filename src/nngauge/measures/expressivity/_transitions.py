@@ -9,7 +9,6 @@ its own pattern, so patterns = linear pieces).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Sequence
 
@@ -35,17 +34,18 @@ from nngauge._internal.piecewise import (
 )
 from nngauge._results import Result
 from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
-from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes
+from nngauge.measures.expressivity._lines import (
+    DEFAULT_MAX_SECONDS,
+    AffineCheck,
+    TimeBudget,
+    bisect_changes,
+)
 from nngauge.measures.expressivity._trajectory import theory_overlay
 from nngauge.trajectories import Trajectory, line
 
 Method = Literal["exact", "sampled"]
 RECORDED_ELEMENTS = 2**24
 """Sampled method: pre-activation values recorded per forward pass (points x units)."""
-DEFAULT_MAX_SECONDS = 60.0
-"""Default ``max_seconds`` of the exact method."""
-TIMED_SECONDS = 1.0
-"""Exact method: seconds of pieces timed before the estimate of the whole path is trusted."""
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,7 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
     pieces, anchors = polyline_slices(vertices)
     stats, report, bounds = _PieceStats(len(engine.sites)), EngineReport(), []
     check = AffineCheck(lambda x: adapter.select(model(x)), anchors, adapter.select, where)
-    start = time.perf_counter()
+    budget = TimeBudget(where, max_seconds)
     for chunk in engine.run(pieces, anchors, merge_tol=merge_tol, report=report):
         done = float(chunk.pieces.bounds(knots)[-1, 1])
         if max_pieces is not None and report.pieces > max_pieces:
@@ -315,14 +315,7 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
                           f"more than {report.pieces} after t = {done:.3g} of [0, 1]",
                           "use method='sampled', or raise max_pieces",
                           error=BudgetExceededError)
-        spent = time.perf_counter() - start
-        if max_seconds is not None and spent > TIMED_SECONDS and spent / done > max_seconds:
-            raise invalid(where, f"an exact count within max_seconds={max_seconds:g}",
-                          f"an estimated {spent / done:,.0f} s for the path ({report.pieces} "
-                          f"pieces up to t = {done:.3g} of [0, 1] in {spent:.1f} s, about "
-                          f"{report.pieces / done:,.0f} in all)",
-                          "use method='sampled', a shorter path, or pass max_seconds=None (or a "
-                          "larger budget) to run it anyway", error=BudgetExceededError)
+        budget.check(done, report.pieces)
         check.add(chunk)
         stats.add(list(chunk.codes), len(chunk.pieces))
         bounds.append(chunk.pieces.bounds(knots).cpu())
