@@ -260,6 +260,9 @@ def test_cifar_style_resnet_with_functional_relu_equals_brute_force():
                        max_evaluations=129).per_layer == sampled.per_layer
     exact = transitions(functional, x[0], x[1])
     assert [r.name for r in exact.layers] == [r.name for r in res.layers]
+    # a block named by the user is still read (its functional activations are then not)
+    blocks = trajectory_length(functional, line(x[0], x[1], 5), layers=["blocks.0"])
+    assert [r.name for r in blocks.layers] == ["input", "blocks.0", "output"]
     assert all(e >= s for e, s in zip(exact.per_layer, sampled.per_layer))
     assert transitions(modular, x[0], x[1]).per_layer == exact.per_layer
 

@@ -573,10 +573,11 @@ class ModelAdapter:
         exposed = expose_functions(graph, self.model)
         if exposed is None:
             return
-        kept, found = dict(exposed.named_modules()), dict(self.user_model.named_modules())
+        called = {node.target for node in exposed.graph.nodes if node.op == "call_module"}
+        found = dict(self.user_model.named_modules())
         named = [names] if isinstance(names, str) else list(names or ())
         gone = [n for n in named + [self.input_module] if n is not None
-                and n.split("#")[0] in found and n.split("#")[0] not in kept]
+                and n.split("#")[0] in found and n.split("#")[0] not in called]
         if gone:
             self.untraced = (f"modules {gone} are traced through (blocks the traced graph does "
                              "not call)")
