@@ -102,16 +102,31 @@ def test_the_default_radius_is_a_twentieth_of_the_rms_distance_between_two_point
             region_density(model, flat)
 
 
-def test_maxpool_and_functional_sites_have_no_local_complexity():
+class PoolCNNModules(PoolCNN):
+    """PoolCNN with its F.relu a ReLU module named as the functional site is ("relu")."""
+
+    def __init__(self):
+        super().__init__()
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        h = self.pool(self.act(self.conv(x))).flatten(1)
+        return self.fc2(self.relu(self.fc1(h)))
+
+
+def test_maxpool_sites_have_no_local_complexity_and_functional_ones_that_of_modules():
     res = region_density(PoolCNN().double(), data(4, (1, 6, 6)), radius=0.8, n_directions=2,
                          generator=gen(0))
     rows = {row.name: row for row in res.layers}
     assert [(row.name, row.kind) for row in res.layers] == [
         ("act", "activation"), ("pool", "maxpool"), ("relu", "activation")]
-    assert math.isnan(rows["pool"].local_complexity) and math.isnan(rows["relu"].local_complexity)
-    assert rows["act"].local_complexity > 0
-    assert res.local_complexity == pytest.approx(rows["act"].local_complexity)
-    assert res.local_complexity_std == pytest.approx(rows["act"].local_complexity_std)
+    assert math.isnan(rows["pool"].local_complexity)
+    assert rows["act"].local_complexity > 0 and rows["relu"].local_complexity > 0
+    modules = region_density(PoolCNNModules().double(), data(4, (1, 6, 6)), radius=0.8,
+                             n_directions=2, generator=gen(0))
+    assert modules.layers == res.layers
+    assert (modules.local_complexity, modules.local_complexity_std) == (
+        res.local_complexity, res.local_complexity_std)
 
 
 def one_hidden_layer(act, seed=2, d=4, m=40):

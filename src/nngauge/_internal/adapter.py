@@ -46,11 +46,12 @@ from torch._C._functorch import is_functorch_wrapped_tensor
 
 from nngauge._constraints import NormMode  # noqa: F401  (re-exported)
 from nngauge._internal.data import Batch, as_batches, collect
+from nngauge._internal.graph import FunctionSite, expose_functions, trace_graph
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import Site, SiteKind, SiteRecorder, discover_sites, resolve_sites
 from nngauge._internal.sites import unclassified as unclassified_sites
-from nngauge.errors import invalid, rejected_inputs
+from nngauge.errors import InvalidInputError, invalid, rejected_inputs
 
 FROZEN_SAMPLES = 1024
 """Samples whose batch statistics fix batchnorm for ``norm_mode="frozen"``."""
@@ -251,6 +252,8 @@ class ModelAdapter:
         self._input_how = input_module
         self._sites: Optional[tuple[Site, ...]] = None
         self._found_norm = self._norm_found()
+        self.untraced: Optional[str] = None
+        self._functions_sought = False
 
     # ------------------------------------------------------------------------ state and mode
 
@@ -545,11 +548,56 @@ class ModelAdapter:
                 self._sites = discover_sites(self.model, lambda: self._forward(x, raw_sample[:2]))
         return self._sites
 
+    def expose_functions(self, raw_sample: torch.Tensor,
+                         names: Optional[Sequence[str]] = None) -> None:
+        """Make the activation functions a forward pass calls outside modules (``F.relu``,
+        ``torch.relu``, ``x.clamp(min=0)``, ``F.gelu``; hooks do not see them) sites like
+        activation modules: the model is traced on ``raw_sample``
+        (:func:`~nngauge._internal.graph.trace_graph`) and, when it calls such functions, runs
+        from here on as its graph with each call a module
+        (:func:`~nngauge._internal.graph.expose_functions`: the same parameters and outputs;
+        the new sites are named as the exact piecewise-linear engine names them, and sites of
+        blocks the graph traced through are gone). A model ``torch.fx`` cannot trace keeps
+        its module sites, as does one whose ``names`` (site or module names a measure reads)
+        include such a block; :attr:`untraced` then says why."""
+        if self._functions_sought:
+            return
+        self._functions_sought = True
+        self.discover(raw_sample)  # the standard error on inputs the model rejects
+        try:
+            graph = trace_graph(self.model, self.prepare_raw(raw_sample[:2]), where=self.where)
+        except InvalidInputError as exc:
+            self.untraced = str(exc)
+            self.note("activation functions called outside modules (F.relu, ...) were not "
+                      "looked for: the model could not be traced")
+            return
+        exposed = expose_functions(graph, self.model)
+        if exposed is None:
+            return
+        called = {node.target for node in exposed.graph.nodes if node.op == "call_module"}
+        found = dict(self.user_model.named_modules())
+        named = [names] if isinstance(names, str) else list(names or ())
+        gone = [n for n in named + [self.input_module] if n is not None
+                and n.split("#")[0] in found and n.split("#")[0] not in called]
+        if gone:
+            self.untraced = (f"modules {gone} are traced through (blocks the traced graph does "
+                             "not call)")
+            self.note("activation functions called outside modules (F.relu, ...) were not "
+                      f"read: {self.untraced}")
+            return
+        names = [n for n, m in exposed.named_children() if isinstance(m, FunctionSite)]
+        self.model, self._sites = exposed, None
+        self.note(f"activation functions called in forward() read from the traced graph as "
+                  f"sites {names[:5]}{' ...' if len(names) > 5 else ''}")
+
     def sites(self, raw_sample: torch.Tensor, names: Optional[Sequence[str]], *,
               default_kinds: Sequence[SiteKind]) -> list[Site]:
         """The sites named in ``names`` (site or module names), or those of ``default_kinds``;
         sites before or at ``input_module`` (which do not depend on the measured input) are
-        left out of the defaults."""
+        left out of the defaults. Activations called as functions are sites too
+        (:meth:`expose_functions`) where activations are read and blocks are not."""
+        if "activation" in default_kinds and "block" not in default_kinds:
+            self.expose_functions(raw_sample, names)
         found = self.discover(raw_sample)
         if names is None and self.input_module is not None:
             found = _after_input(found, self.input_module)

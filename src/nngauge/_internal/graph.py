@@ -187,6 +187,87 @@ def _leaf_owner(op: GraphOp, modules: dict[str, nn.Module]) -> Optional[str]:
     return name if module is not None and not any(True for _ in module.children()) else None
 
 
+class FunctionSite(nn.Module):
+    """A call of an activation function in a forward pass (``F.relu(x)``, ``torch.relu``,
+    ``x.clamp(min=0)``, ``F.gelu``) made a module of the traced graph, so that hooks see it as
+    they see ``nn.ReLU``: it calls the same function with the same arguments
+    (:func:`expose_functions`). A gated one, ``x * f(x)`` (``x * torch.sigmoid(x)``, SiLU
+    written out), is one site: its input is x, its output the product.
+
+    Attributes:
+        function: the function's name (``"relu"``, ``"clamp"``, ``"sigmoid"``).
+        breakpoints: those of the traced op (None: not piecewise linear).
+        homogeneous: whether the function is positively homogeneous.
+        gated: whether the output is the input times the function.
+    """
+
+    is_activation = True
+
+    def __init__(self, op: GraphOp, gated: bool) -> None:
+        super().__init__()
+        self.target, self.method = op.node.target, op.node.op == "call_method"
+        self.function, self.gated = target_name(op.node), gated
+        self.breakpoints = None if gated else op.breakpoints
+        self.homogeneous = op.homogeneous and not gated
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.method:
+            owner, *rest = args
+            out = getattr(owner, self.target)(*rest, **kwargs)
+        else:
+            out = self.target(*args, **kwargs)
+        return args[0] * out if self.gated else out
+
+    def extra_repr(self) -> str:
+        return f"x * {self.function}(x)" if self.gated else self.function
+
+
+def hidden_activations(graph: ModelGraph, model: nn.Module) -> list[GraphOp]:
+    """The activation ops no module hook sees: function calls (``F.relu``, ``torch.relu``,
+    ``x.clamp(min=0)``, ...) in a forward pass outside any module without children."""
+    modules = dict(model.named_modules())
+    return [op for op in graph.ops if op.kind == "activation" and op.node.op != "call_module"
+            and _leaf_owner(op, modules) is None]
+
+
+def expose_functions(graph: ModelGraph, model: nn.Module) -> Optional[fx.GraphModule]:
+    """The traced ``model`` with each of its :func:`hidden_activations` made a
+    :class:`FunctionSite` named as the op's site (with a trailing "_" if an attribute already
+    holds that name), so that hooks find every activation site the exact engine finds, under
+    the same names; None when there is none. The graph's module is changed in place (its
+    ops' nodes are not valid after); it shares the model's parameters, and its modules keep
+    their names (modules traced through, blocks, are no longer called)."""
+    hidden = hidden_activations(graph, model)
+    if not hidden:
+        return None
+    gm = graph.module
+    for op in hidden:
+        name = op.site
+        while hasattr(gm, name):  # a module of that name: a variant, "relu_"
+            name += "_"
+        gate = _gate(op.node)
+        gm.add_submodule(name, FunctionSite(op, gated=gate is not None))
+        last = gate or op.node
+        with gm.graph.inserting_after(last):
+            call = gm.graph.call_module(name, op.node.args, op.node.kwargs)
+        last.replace_all_uses_with(call)
+        for node in (gate, op.node):
+            if node is not None:
+                gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+def _gate(node: fx.Node) -> Optional[fx.Node]:
+    """The product ``x * f(x)`` when it is the only use of ``f(x)`` (``node``), else None."""
+    users = list(node.users)
+    source = node.args[0] if node.args else None
+    if len(users) != 1 or target_name(users[0]) != "mul" or users[0].kwargs:
+        return None
+    gate = users[0]
+    return gate if set(gate.args) == {node, source} and len(gate.args) == 2 else None
+
+
 class _Tracer(fx.Tracer):
     """torch.nn's own modules stay leaves, as do the modules in ``leaves``; ``failed`` is the
     innermost module whose tracing raised (None when the error was in the root's forward)."""
@@ -383,12 +464,15 @@ def module_breakpoints(module: nn.Module) -> Optional[tuple[float, ...]]:
         return (-3.0, 3.0)
     if isinstance(module, ActivationModule) and module.activation.piecewise_linear:
         return tuple(float(c) for c in module.activation.breakpoints)
+    if isinstance(module, FunctionSite):
+        return module.breakpoints
     return None
 
 
 def module_homogeneous(module: nn.Module) -> bool:
     """Whether an activation module is positively homogeneous: f(a x) = a f(x), a > 0."""
     return isinstance(module, _HOMOGENEOUS_MODULES) or (
+        isinstance(module, FunctionSite) and module.homogeneous) or (
         isinstance(module, ActivationModule)
         and module.activation.name in ("relu", "leaky_relu", "identity", "abs"))
 
@@ -537,5 +621,6 @@ def _clamp_op(node: fx.Node, label: str, name: str) -> GraphOp:
                    homogeneous=low == 0 and high is None)
 
 
-__all__ = ["GraphOp", "ModelGraph", "OpKind", "module_breakpoints", "site_name", "target_name",
-           "module_homogeneous", "trace_graph"]
+__all__ = ["FunctionSite", "GraphOp", "ModelGraph", "OpKind", "expose_functions",
+           "hidden_activations", "module_breakpoints", "module_homogeneous", "site_name",
+           "target_name", "trace_graph"]

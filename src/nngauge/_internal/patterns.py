@@ -46,8 +46,20 @@ def site_pattern_layer(site: Site) -> PatternLayer:
 def activation_sites(adapter, raw_sample: torch.Tensor, names: Optional[Sequence[str]]
                      ) -> tuple[list[Site], list[PatternLayer]]:
     """The activation sites named in ``names`` (default: all, in call order) and their
-    pattern layers; a named site that is not an activation is refused."""
+    pattern layers: activation modules and the activation functions called outside modules
+    (``F.relu``, ``torch.relu``, ``x.clamp(min=0)``, ...; found in the traced graph, see
+    :meth:`~nngauge._internal.adapter.ModelAdapter.expose_functions`), so that every measure
+    reading activation sites finds the same ones. A named site that is not an activation is
+    refused, as is a model with no activation module that ``torch.fx`` cannot trace (its
+    functional activations could not be found)."""
     sites = adapter.sites(raw_sample, names, default_kinds=("activation",))
+    if not sites and adapter.untraced is not None:
+        raise invalid(adapter.where, "activation sites: activation modules, or activation "
+                      "functions (F.relu, ...) in a forward() torch.fx can trace",
+                      f"no activation module, and the graph could not be traced to find "
+                      f"functional ones: {adapter.untraced}",
+                      "use activation modules (nn.ReLU, nn.GELU, ...) in the model, or make "
+                      "its forward() traceable")
     wrong = [s.label for s in sites if s.kind != "activation"]
     if wrong:
         known = [s.name for s in adapter.discover(raw_sample) if s.kind == "activation"]

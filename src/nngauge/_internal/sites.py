@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from nngauge._internal.behaviour import classify_behaviour
-from nngauge._internal.graph import site_name
+from nngauge._internal.graph import FunctionSite, site_name
 from nngauge._internal.layers import layer_kind, passthrough
 from nngauge.errors import invalid
 
@@ -49,7 +49,8 @@ class Site:
         calls: how many times the module is called per forward pass (0: a module the
             forward pass never calls, named by the user).
         kind: see the module docstring.
-        type_name: the module's class name.
+        type_name: the module's class name (``"function relu"`` for an activation function
+            made a site, :class:`~nngauge._internal.graph.FunctionSite`).
         leaf: whether the module has no children.
     """
 
@@ -134,8 +135,10 @@ def discover_sites(model: nn.Module, forward: Callable[[], Any]) -> tuple[Site, 
         leaf = not any(True for _ in module.children())
         kind = _kind(module, leaf, sample) if call == 1 else next(
             s.kind for s in sites if s.module_name == name)
+        type_name = (f"function {module.function}" if isinstance(module, FunctionSite)
+                     else type(module).__name__)
         sites.append(Site(site_name(name, call, calls[name]), name, module, call, calls[name],
-                          kind, type(module).__name__, leaf))
+                          kind, type_name, leaf))
     return tuple(sites)
 
 

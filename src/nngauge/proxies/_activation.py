@@ -37,12 +37,12 @@ def piece_codes(adapter, inputs: torch.Tensor, where: str, fix: str
     chosen = [(s, layer) for s, layer in zip(sites, layers)
               if layer.piecewise_linear and layer.breakpoints]
     if not chosen:
-        found = sorted({type(s.module).__name__ for s in sites})
+        found = sorted({s.type_name for s in sites})
         raise invalid(where, "a network with piecewise-linear activation modules (ReLU, leaky "
                       "ReLU, hardtanh, shifted or dilated ReLU, abs, ...) whose linear pieces "
                       "it reads; smooth activations (tanh, sigmoid, SELU, GELU, ...) have none",
                       f"activation modules {found}" if found else "no activation module "
-                      "(recurrent cells and functional calls are not read)", fix)
+                      "(the gates inside recurrent cells are not read)", fix)
     with torch.no_grad():
         codes = site_codes(adapter, [s for s, _ in chosen], [layer for _, layer in chosen],
                            adapter.measured(inputs), inputs)

@@ -157,8 +157,8 @@ def te_nas_regions(model: nn.Module, data: Any, labels: Any = None, *,
         sites, _ = activation_sites(adapter, batch.inputs[:2], None)
         if not sites:
             raise invalid(where, "a network with activation modules (their patterns "
-                          "delimit the linear regions)", "none (recurrent cells and functional "
-                          "calls are not read)", "use te_nas, jacob_cov or snip")
+                          "delimit the linear regions)", "none (the gates inside recurrent cells "
+                          "are not read)", "use te_nas, jacob_cov or snip")
         anchors = adapter.measured(batch.inputs[:3]).detach()
         embedded = replace(options, input_module=adapter.input_module)
     plane = make_plane(*anchors, None, where)

@@ -418,10 +418,14 @@ def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str,
                                  limit=JACOBIAN_POSITIONS)
         cost = measure_cost(adapter, batch.inputs, profile)
         coupled = adapter.coupled
+        found = adapter.discover(batch.inputs)
+        known = {s.name for s in found}  # and the activation functions measures find
+        found += tuple(s for s in adapter.sites(batch.inputs, None, default_kinds=("activation",))
+                       if s.name not in known)
     changes, choices = plan(settings, cost, n_data=_count(data), n_sites=len(profile),
                             n_jacobian=len(weights) + 1, grouped=grouped, coupled=coupled)
     settings = dataclasses.replace(settings, **changes, choices=tuple(choices))
-    return Context(model, data, batch.inputs, settings, sites=adapter.discover(batch.inputs),
+    return Context(model, data, batch.inputs, settings, sites=found,
                    profile_layers=[s.name for s in profile] if grouped else None,
                    jacobian_layers=[s.name for s in weights], coupled=coupled)
 

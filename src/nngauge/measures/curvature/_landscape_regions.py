@@ -67,9 +67,9 @@ def pattern_probe(adapter: ModelAdapter, x: torch.Tensor, batch_size: int) -> Pa
     """The data's activation patterns at theta, at every activation site of the model."""
     sites, layers = activation_sites(adapter, x[:2], None)
     if not sites:
-        raise invalid(adapter.where, "a model with activation modules for count_regions=True",
+        raise invalid(adapter.where, "a model with activations for count_regions=True",
                       "no activation site", "count_regions needs nonlinear units (ReLU, tanh, "
-                      "...) as modules; drop count_regions")
+                      "..., as modules or functions); drop count_regions")
     codes = [[] for _ in layers]
     for start in range(0, len(x), batch_size):
         raw = x[start:start + batch_size]  # token models run from their own input

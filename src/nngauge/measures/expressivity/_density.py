@@ -42,7 +42,13 @@ from nngauge._internal.sites import Site
 from nngauge._results import Result
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
-from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes, segment_of
+from nngauge.measures.expressivity._lines import (
+    DEFAULT_MAX_SECONDS,
+    AffineCheck,
+    TimeBudget,
+    bisect_changes,
+    segment_of,
+)
 
 Method = Literal["exact", "sampled"]
 Points = Literal["data", "random"]
@@ -167,7 +173,7 @@ class RegionDensityResult(Result):
 @constrained(radius=Maybe(Real(0, low_open=True)), n_directions=Integer(1),
              method=Choice.literal(Method), points=Choice.literal(Points),
              max_samples=Maybe(Integer(1)), neighbourhood=Choice.literal(Neighbourhood),
-             neighbourhood_dims=Maybe(Integer(1)))
+             neighbourhood_dims=Maybe(Integer(1)), max_seconds=Maybe(Real(0, low_open=True)))
 @model_options("output", "norm_mode")
 def region_density(
     model: nn.Module,
@@ -185,6 +191,7 @@ def region_density(
     n_initial: int = 257,
     min_width: float = 1e-7,
     max_evaluations: int = 2**12,
+    max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
     generator: Optional[torch.Generator | int] = None,
     options: ModelOptions,
     norm_data: Any = None,
@@ -269,6 +276,10 @@ def region_density(
             coordinate axes (P = its dimension d: 2 d vertices per point; pass
             e.g. 25 for images).
         merge_tol: exact: crossings closer than this in a segment's t in [0, 1] are one.
+        max_seconds: exact: time budget; once pieces have been followed for a second, the time
+            so far over the share of the segments done estimates the whole, and an estimate
+            over the budget is refused at once with it (naming the sampled method). Default
+            60 s; None: no limit.
         n_initial, min_width, max_evaluations: sampled: grid points per segment, the width
             in t below which intervals are not bisected, and the evaluation budget per segment
             (shared by all segments).
@@ -322,7 +333,7 @@ def region_density(
         adapter.require_independent_samples()
         sites, patterns = activation_sites(adapter, centers[:2], None)
         if method == "exact":
-            lines = _exact_lines(adapter, anchors, layers, merge_tol)
+            lines = _exact_lines(adapter, anchors, layers, merge_tol, max_seconds)
         else:
             lines = _sampled_lines(adapter, sites, patterns, anchors, layers, n_initial,
                                    min_width, max_evaluations * len(anchors), batch_size)
@@ -337,9 +348,9 @@ def region_density(
                 "neighbourhood_dims": neighbourhood_dims,
                 "vertices_per_point": _n_vertices(neighbourhood, frames.shape[2]),
                 "batch_size": batch_size}
-    settings.update({"merge_tol": merge_tol} if method == "exact" else
-                    {"n_initial": n_initial, "min_width": min_width,
-                     "max_evaluations": max_evaluations})
+    settings.update({"merge_tol": merge_tol, "max_seconds": max_seconds} if method == "exact"
+                    else {"n_initial": n_initial, "min_width": min_width,
+                          "max_evaluations": max_evaluations})
     return RegionDensityResult(
         density=float(per_point.mean()), density_std=float(per_point.std()),
         per_point=per_point, regions=regions, local_complexity=float(totals.mean()),
@@ -480,10 +491,10 @@ class _SegmentCounter:
         return self.boundaries + 1
 
 
-def _exact_lines(adapter: ModelAdapter, anchors: torch.Tensor, names, merge_tol: float
-                 ) -> _Lines:
+def _exact_lines(adapter: ModelAdapter, anchors: torch.Tensor, names, merge_tol: float,
+                 max_seconds: Optional[float]) -> _Lines:
     """All segments (``anchors``: (segments, 2, ...)) as slices of one engine run on a
-    float64 copy of the model, counted chunk by chunk."""
+    float64 copy of the model, counted chunk by chunk, within ``max_seconds``."""
     model = float64_copy(adapter.model)
     device = next((p.device for p in model.parameters()), anchors.device)
     anchors = anchors.to(device)
@@ -492,8 +503,13 @@ def _exact_lines(adapter: ModelAdapter, anchors: torch.Tensor, names, merge_tol:
     counter, report = _SegmentCounter(len(anchors), len(engine.sites)), EngineReport()
     check = AffineCheck(lambda x: adapter.select(model(x)), anchors, adapter.select,
                          adapter.where)
+    budget = TimeBudget(adapter.where, max_seconds, path=f"the {len(anchors)} segments",
+                        shorter="fewer samples or directions, or a smaller radius")
     for chunk in engine.run(Intervals.whole(len(anchors), device), anchors, merge_tol=merge_tol,
                             report=report):
+        last = len(chunk.pieces) - 1  # segments stream out in order
+        budget.check((int(chunk.pieces.slice_index[last]) + float(chunk.pieces.hi[last]))
+                     / len(anchors), report.pieces)
         check.add(chunk)
         counter.add(chunk.pieces.slice_index, chunk.codes)
     check.flush()

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._constraints import Choice, Integer, Maybe, constrained
+from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
@@ -34,7 +34,12 @@ from nngauge._internal.piecewise import (
 )
 from nngauge._results import Result
 from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
-from nngauge.measures.expressivity._lines import AffineCheck, bisect_changes
+from nngauge.measures.expressivity._lines import (
+    DEFAULT_MAX_SECONDS,
+    AffineCheck,
+    TimeBudget,
+    bisect_changes,
+)
 from nngauge.measures.expressivity._trajectory import theory_overlay
 from nngauge.trajectories import Trajectory, line
 
@@ -49,9 +54,10 @@ class TransitionLayer(Result):
     trajectory.
 
     Attributes:
-        name: the activation module's name; exact method: the site's name (the module's
-            name, ``"name#k"`` for the k-th call of a module called k > 1 times per forward
-            pass, the function's node name for ``F.relu`` and the like).
+        name: the site's name (the module's name, ``"name#k"`` for the k-th call of a
+            module called k > 1 times per forward pass, the traced graph's node name for an
+            activation function called in a forward pass, ``F.relu`` and the like: ``"relu"``,
+            ``"relu_1"``, ..., in both methods).
         units: neurons in the layer (numel of its pre-activation per point; max pooling: of
             its output).
         transitions: region changes of its neurons along the trajectory (max pooling:
@@ -133,7 +139,8 @@ class TransitionsResult(Result):
                              reference_label="Theorem 4 rate (O-constant 1)")
 
 
-@constrained(method=Choice.literal(Method), max_pieces=Maybe(Integer(1)))
+@constrained(method=Choice.literal(Method), max_pieces=Maybe(Integer(1)),
+             max_seconds=Maybe(Real(0, low_open=True)))
 @model_options("output", "input_module", "norm_mode", "dropout",
                after={"norm_mode": "template", "dropout": "norm_data"})
 def transitions(
@@ -148,6 +155,7 @@ def transitions(
     min_width: float = 1e-7,
     max_evaluations: int = 2**16,
     max_pieces: Optional[int] = None,
+    max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
     options: ModelOptions,
     template: Optional[torch.Tensor] = None,
     norm_data: Any = None,
@@ -178,7 +186,8 @@ def transitions(
           Changes that cancel inside an interval are missed, so exact >= sampled. For
           activations that are not piecewise linear (tanh, sigmoid, ...) a neuron's region
           is the sign of its pre-activation. One row per activation site (a module called
-          twice per forward pass gives two), in call order.
+          twice per forward pass gives two; activation functions called in ``forward``, found
+          in the traced graph, are sites as in the exact method), in call order.
 
     Args:
         model: the network; its outputs for a point must not depend on the batch
@@ -194,6 +203,10 @@ def transitions(
         n_initial, min_width, max_evaluations: sampled method's grid, resolution and budget.
         max_pieces: exact method's budget: refuse (naming the sampled method) once more
             pieces than this have been found; None: no limit.
+        max_seconds: exact method's time budget: once pieces have been followed for a
+            second, the time so far divided by the fraction of the path done estimates the
+            whole; refuse (with the estimate, naming the sampled method) as soon as it
+            exceeds the budget. Default 60 s; None: no limit.
         output: which output is the model's for dict / tuple / ModelOutput outputs (the exact
             method's affinity check reads it: on every 64th piece the model at the piece's
             quarter points and midpoint must equal the engine's affine map there).
@@ -234,12 +247,12 @@ def transitions(
     raw = adapter.check_template(template)
     settings = {"method": method, "merge_tol": merge_tol, "n_initial": n_initial,
                 "min_width": min_width, "max_evaluations": max_evaluations,
-                "max_pieces": max_pieces}
+                "max_pieces": max_pieces, "max_seconds": max_seconds}
     with adapter.active(data=norm_data), torch.no_grad():
         adapter.require_independent_samples()
         if method == "exact":
             counts, report = _exact(adapter, float64_copy(adapter.model), traj, layers,
-                                    merge_tol, max_pieces)
+                                    merge_tol, max_pieces, max_seconds)
         else:
             counts = _sampled(adapter, traj, raw, layers, n_initial, min_width,
                               max_evaluations)
@@ -277,11 +290,13 @@ def _trajectory(x0: Any, x1: Any, where: str) -> Trajectory:
                       "pass x0 and x1 as single inputs (no batch dimension), x0 != x1") from exc
 
 
-def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_pieces):
+def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_pieces,
+           max_seconds):
     """Exact pieces of the polyline of ``traj`` through the float64 copy ``model`` from the
     piecewise-linear engine, streamed: per-site statistics, t-bounds and the affinity check
-    chunk by chunk. Returns the counts (as :func:`_sampled`) and the engine's report fields
-    of the result."""
+    chunk by chunk, within ``max_seconds`` (estimated from the share of the path done).
+    Returns the counts (as :func:`_sampled`) and the engine's report fields of the
+    result."""
     where = adapter.where
     vertices, knots = traj.polyline()
     device = next((p.device for p in model.parameters()), vertices.device)
@@ -292,13 +307,15 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
     pieces, anchors = polyline_slices(vertices)
     stats, report, bounds = _PieceStats(len(engine.sites)), EngineReport(), []
     check = AffineCheck(lambda x: adapter.select(model(x)), anchors, adapter.select, where)
+    budget = TimeBudget(where, max_seconds)
     for chunk in engine.run(pieces, anchors, merge_tol=merge_tol, report=report):
+        done = float(chunk.pieces.bounds(knots)[-1, 1])
         if max_pieces is not None and report.pieces > max_pieces:
             raise invalid(where, f"at most max_pieces={max_pieces} linear pieces",
-                          f"more than {report.pieces} after t = "
-                          f"{float(chunk.pieces.bounds(knots)[-1, 1]):.3g} of [0, 1]",
+                          f"more than {report.pieces} after t = {done:.3g} of [0, 1]",
                           "use method='sampled', or raise max_pieces",
                           error=BudgetExceededError)
+        budget.check(done, report.pieces)
         check.add(chunk)
         stats.add(list(chunk.codes), len(chunk.pieces))
         bounds.append(chunk.pieces.bounds(knots).cpu())
