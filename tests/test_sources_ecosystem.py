@@ -348,7 +348,7 @@ def test_cli_refuses_a_pickle_needing_code_without_trust(tmp_path, capsys):
 
 
 def test_real_timm_resnet_and_vit():
-    timm = pytest.importorskip("timm", reason=INSTALL["timm"])
+    timm = pytest.importorskip("timm", reason=INSTALL["timm"] + " (and torchvision)")
     net = load_model("timm:resnet18:num_classes=10", seed=0)
     assert isinstance(net, timm.models.ResNet) and net(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     assert _same(_params(net), _params(load_model("timm:resnet18:num_classes=10", seed=0)))

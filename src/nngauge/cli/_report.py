@@ -27,9 +27,8 @@ MODES = ("train", "eval", "frozen")
 REPORT_EXAMPLES = (
     "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",
     "nngauge report examples/resnet.py:build --data gaussian:shape=3x32x32,n=512 --out r.html",
-    "nngauge report mlp:depth=10,width=64,norm=batch --data digits --mode eval",
-    "nngauge report timm:resnet18:num_classes=10 --data gaussian:shape=3x32x32,n=256 --quick",
-    "nngauge report hf:path/to/folder --data tokens:vocab=50257,length=128,n=64 --quick",
+    ("nngauge report timm:resnet18:num_classes=10 --data gaussian:shape=3x32x32,n=256 --mode "
+     "eval --weights resnet18.safetensors"),
 )
 
 

@@ -36,6 +36,8 @@ SOURCES = ("timm", "torchvision", "hf")
 """The MODEL prefixes this module loads."""
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 """Files written by ``torch.save`` (pickles): loaded only under the ``--trust-pickle`` rule."""
+TIMM_INSTALL = ("pip install 'nngauge[timm]' (timm requires torchvision: install the "
+                "torchvision built for your torch first, or pip may replace your torch)")
 TORCHVISION_INSTALL = ("pip install torchvision (the release built for your torch; nngauge "
                        "has no extra for it)")
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -43,7 +45,7 @@ _TIMM_SOURCES = ("hf-hub", "hf_hub", "local-dir")
 """timm's own prefixes that fetch a model (``timm.create_model("hf-hub:...")``)."""
 _DOWNLOADING = {"timm": ("pretrained", "pretrained_cfg", "pretrained_cfg_overlay",
                          "checkpoint_path", "cache_dir"),
-                "torchvision": ("weights", "weights_backbone", "progress")}
+                "torchvision": ("weights", "weights_backbone")}
 """Builder options that fetch or read weights, which nngauge sets itself."""
 
 
@@ -72,7 +74,7 @@ def load_ecosystem(spec: str, *, seed: int, weights_given: bool, where: str) -> 
 
 def _timm(name: str, options: dict, seed: int, where: str) -> nn.Module:
     with _offline():
-        timm = require_extra("timm", "timm", f"MODEL timm:{name}")
+        timm = require_extra("timm", "timm", f"MODEL timm:{name}", install=TIMM_INSTALL)
         if not timm.is_model(name):
             raise _unknown(where, "timm", name, timm.list_models(),
                            "python -c 'import timm; print(timm.list_models(\"*resnet*\"))'")

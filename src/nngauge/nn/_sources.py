@@ -154,8 +154,8 @@ def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:
     raise invalid(where, "a saved nn.Module", f"{path} holding a {type(loaded).__name__} "
                   "(weights without the architecture)" if isinstance(loaded, dict)
                   else f"{path} holding a {type(loaded).__name__}",
-                  "write file.py with a function that builds the model and loads these "
-                  "weights, and pass file.py:function")
+                  "pass the architecture as MODEL (file.py:function returning the model, a "
+                  "built-in, timm:NAME, ...) and this file as --weights")
 
 
 def _unpickle(path: Path, trust_pickle: bool, where: str, expected: str) -> Any:
