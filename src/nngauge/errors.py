@@ -92,14 +92,22 @@ def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-def require_extra(module: str, extra: str, feature: str):
-    """Import an optional dependency or raise :class:`MissingDependencyError` naming the extra."""
+def require_extra(module: str, extra: str, feature: str, *, install: str = ""):
+    """Import an optional dependency or raise :class:`MissingDependencyError` naming the extra
+    (or ``install``, the command to run where no extra of nngauge provides the package); a
+    package that is installed but fails on a missing package of its own names that one."""
     import importlib
 
+    package = module.split(".")[0]
     try:
         return importlib.import_module(module)
     except ImportError as exc:
+        missing = (exc.name or package).split(".")[0]
+        if missing != package:
+            raise MissingDependencyError(
+                f"{feature} needs '{package}', which is installed but failed to import: {exc}. "
+                f"Install what it needs: pip install {missing}") from exc
+        command = install or f"pip install 'nngauge[{extra}]'"
         raise MissingDependencyError(
-            f"{feature} needs the optional package '{module}', which is not installed. "
-            f"Install it with: pip install 'nngauge[{extra}]'"
-        ) from exc
+            f"{feature} needs the optional package '{package}', which is not installed. "
+            f"Install it with: {command}") from exc

@@ -9,8 +9,16 @@ from typing import Optional
 import typer
 
 MODEL_HELP = ("path/to/file.py:function (returns an nn.Module), a saved TorchScript / "
-              "torch.export (.pt2) / pickled module (.pt, with --trust-pickle), or a built-in "
-              "such as mlp:depth=20,width=100,activation=relu,norm=batch.")
+              "torch.export (.pt2) / pickled module (.pt, with --trust-pickle), a built-in "
+              "such as mlp:depth=20,width=100,activation=relu,norm=batch, or a name of the "
+              "ecosystem, randomly initialized and never downloaded: timm:resnet50[:key=value,"
+              "...] (pip install 'nngauge[timm]'), torchvision:resnet18[:key=value,...] (with "
+              "torchvision installed), hf:path/to/folder (written by save_pretrained; pip "
+              "install 'nngauge[hf]').")
+WEIGHTS_HELP = ("Load these weights into MODEL (strictly: every name and shape): a "
+                ".safetensors file (pip install 'nngauge[safetensors]'), or a torch.save "
+                "checkpoint (.pt, .pth, .bin, .ckpt; one holding more than tensors only with "
+                "--trust-pickle).")
 DATA_HELP = ("waveform, mnist1d (MNIST-1D: the published 5,000 samples; n=..., seed=...), "
              "digits, digits:image (1x8x8), gaussian:d=100[,n=1000], "
              "gaussian:shape=3x32x32[,n=...], tokens:vocab=256,length=64[,n=...], or a .npz / "
@@ -19,7 +27,8 @@ MODES = ("train", "eval", "frozen")
 REPORT_EXAMPLES = (
     "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",
     "nngauge report examples/resnet.py:build --data gaussian:shape=3x32x32,n=512 --out r.html",
-    "nngauge report mlp:depth=10,width=64,norm=batch --data digits --mode eval",
+    ("nngauge report timm:resnet18:num_classes=10 --data gaussian:shape=3x32x32,n=256 --mode "
+     "eval --weights resnet18.safetensors"),
 )
 
 
@@ -52,9 +61,11 @@ def report(
     budget: Optional[float] = typer.Option(
         None, "--budget", min=1.0, help="Seconds the sections may spend (default 40, --quick "
         "10); each section scales its samples to it."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help=WEIGHTS_HELP),
     trust_pickle: bool = typer.Option(False, "--trust-pickle",
-                                      help="Allow loading a pickled nn.Module (runs code from "
-                                      "the file: only for files you trust)."),
+                                      help="Allow loading a pickled nn.Module or checkpoint "
+                                      "that needs code to load (runs code from the file: only "
+                                      "for files you trust)."),
 ) -> None:
     """Measure a model at initialization and judge it against the papers, in one HTML page.
 
@@ -72,7 +83,8 @@ def report(
         if path is not None:
             _require_writable(option, path)
     source = load_data(data, seed=seed, n=samples)
-    module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed)
+    module = load_model(model, data=source, trust_pickle=trust_pickle, seed=seed,
+                        weights=weights)
     try:
         with _progress(len(SECTION_BUILDERS)) as step:
             result = build_report(module, source.as_pair(), generator=seed,

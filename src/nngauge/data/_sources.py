@@ -245,8 +245,9 @@ def _checked(inputs: Any, labels: Any, spec: str, where: str) -> DataSource:
 
 
 def split_spec(spec: str, where: str) -> tuple[str, dict[str, Any]]:
-    """``name:key=value,key=value`` -> (name, {key: parsed value}); commas inside
-    parentheses (``activation=leaky_relu(negative_slope=0.2)``) do not split."""
+    """``name:key=value,key=value`` -> (name, {key: parsed value}: None, a bool, an int, a
+    float or the text); commas inside parentheses (``activation=leaky_relu(negative_slope=0.2)``)
+    do not split."""
     name, _, rest = spec.partition(":")
     options: dict[str, Any] = {}
     for item in _top_level_split(rest):
@@ -276,6 +277,8 @@ def _top_level_split(text: str) -> list[str]:
 def _parse_value(text: str) -> Any:
     if text.lower() in ("none", "null"):
         return None
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
     for kind in (int, float):
         try:
             value = kind(text)

@@ -9,7 +9,14 @@ MODEL is one of
   because unpickling runs arbitrary code;
 - a built-in spec ``NAME[:key=value,...]``, e.g. ``mlp:depth=20,width=100,activation=relu``,
   whose keys are the keyword arguments of the builder (``d_in`` / ``d_out`` default to the
-  data's width and number of classes: :class:`nngauge.data._sources.DataSource`).
+  data's width and number of classes: :class:`nngauge.data._sources.DataSource`);
+- the ecosystem's names, ``timm:resnet50``, ``torchvision:resnet18`` or ``hf:path/to/folder``
+  (:mod:`nngauge.nn._ecosystem`: randomly initialized, never downloaded).
+
+Weights (``--weights FILE``) load into any of them: a ``.safetensors`` file (safe to read:
+tensors only), or a ``torch.save`` checkpoint (``.pt``, ``.pth``, ``.bin``, ``.ckpt``) under the
+one rule for pickles: read with torch's ``weights_only`` unpickler, and one that needs code to
+load only with ``trust_pickle=True``.
 """
 
 from __future__ import annotations
@@ -17,30 +24,39 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import pickle
 import sys
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import nn
 
 from nngauge.data._sources import DataSource, split_spec
-from nngauge.errors import NNGaugeError, UnknownNameError, invalid
+from nngauge.errors import NNGaugeError, UnknownNameError, invalid, require_extra
+from nngauge.nn._ecosystem import PICKLE_SUFFIXES, SOURCES, load_ecosystem
 from nngauge.nn._mlp import mlp
 
 
 def load_model(spec: str, *, data: Optional[DataSource] = None, trust_pickle: bool = False,
-               seed: int = 0) -> nn.Module:
-    """Load MODEL: ``file.py:function``, a saved module, or a built-in spec.
+               seed: int = 0, weights: Union[str, Path, None] = None) -> nn.Module:
+    """Load MODEL: ``file.py:function``, a saved module, a built-in spec or an ecosystem name,
+    then its ``weights`` if given.
 
     Args:
         spec: the MODEL string (module docstring).
         data: the data, for the defaults of built-ins (``d_in``: its width, ``d_out``: its
             number of classes, or 1 without labels).
-        trust_pickle: allow unpickling a full ``nn.Module`` (runs code from the file: only for
-            files you trust).
-        seed: seed of a built-in's random initialization.
+        trust_pickle: allow unpickling what needs code to load, a full ``nn.Module`` or a
+            checkpoint holding more than tensors (runs code from the file: only for files you
+            trust).
+        seed: seed of a built-in's or an ecosystem network's random initialization.
+        weights: a ``.safetensors`` file or a ``torch.save`` checkpoint of the model's state
+            dict (or a dict holding it under ``state_dict``, ``model_state_dict`` or
+            ``model``), loaded strictly: every name and shape must be the model's (weights tied
+            in the model may be stored once).
 
     Returns:
         The ``nn.Module``.
@@ -51,19 +67,35 @@ def load_model(spec: str, *, data: Optional[DataSource] = None, trust_pickle: bo
         ('MLP', 3)
     """
     where = "load_model()"
+    state = None if weights is None else _read_weights(Path(weights), trust_pickle, where)
+    model = _load(spec, data, trust_pickle, seed, weights is not None, where)
+    if state is not None:
+        _load_weights(model, state, Path(weights), where)
+    return model
+
+
+def _load(spec: str, data: Optional[DataSource], trust_pickle: bool, seed: int,
+          weights_given: bool, where: str) -> nn.Module:
     if not isinstance(spec, str) or not spec.strip():
         raise invalid(where, "a MODEL string", repr(spec),
                       "pass file.py:function, a saved .pt/.pt2 module or e.g. mlp:depth=10")
     head = spec.split(":", 1)[0]
     if head.endswith(".py"):
         return _from_python(spec, where)
+    if head in SOURCES:
+        return load_ecosystem(spec, seed=seed, weights_given=weights_given, where=where)
     if Path(spec).suffix in (".pt", ".pth", ".pt2", ".ts"):
         return _from_saved(Path(spec), trust_pickle, where)
     if head in BUILTINS:
         return _from_builtin(spec, data, seed, where)
+    if Path(spec).suffix == ".safetensors":
+        raise invalid(where, "a MODEL that builds the architecture", repr(spec),
+                      "a .safetensors file holds weights only: pass the architecture as MODEL "
+                      "and the file as --weights")
     raise UnknownNameError(
-        f"{where} expected file.py:function, a saved .pt/.pth/.pt2 module, or a built-in in "
-        f"{sorted(BUILTINS)}; got {spec!r}. Fix: e.g. 'mlp:depth=10,width=100,activation=relu'.")
+        f"{where} expected file.py:function, a saved .pt/.pth/.pt2 module, timm:NAME, "
+        f"torchvision:NAME, hf:FOLDER, or a built-in in {sorted(BUILTINS)}; got {spec!r}. "
+        "Fix: e.g. 'mlp:depth=10,width=100,activation=relu'.")
 
 
 def _from_python(spec: str, where: str) -> nn.Module:
@@ -115,26 +147,107 @@ def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:
         except Exception as exc:
             raise invalid(where, "a loadable TorchScript file", f"{path}: {exc}",
                           "re-save it with torch.jit.save") from None
-    try:
-        loaded = torch.load(path, weights_only=True, map_location="cpu")
-    except Exception:
-        if not trust_pickle:
-            raise invalid(where, "a TorchScript or torch.export file, or a pickled module "
-                          "explicitly trusted", f"{path}, a pickle that needs code to load",
-                          "pass --trust-pickle (trust_pickle=True) if you trust this file: "
-                          "unpickling runs arbitrary code") from None
-        try:
-            loaded = torch.load(path, weights_only=False, map_location="cpu")
-        except Exception as exc:
-            raise invalid(where, "a loadable torch.save file", f"{path}: {exc}",
-                          "load it in Python to see why") from None
+    loaded = _unpickle(path, trust_pickle, where, "a TorchScript or torch.export file, or a "
+                       "pickled module explicitly trusted")
     if isinstance(loaded, nn.Module):
         return loaded
     raise invalid(where, "a saved nn.Module", f"{path} holding a {type(loaded).__name__} "
                   "(weights without the architecture)" if isinstance(loaded, dict)
                   else f"{path} holding a {type(loaded).__name__}",
-                  "write file.py with a function that builds the model and loads these "
-                  "weights, and pass file.py:function")
+                  "pass the architecture as MODEL (file.py:function returning the model, a "
+                  "built-in, timm:NAME, ...) and this file as --weights")
+
+
+def _unpickle(path: Path, trust_pickle: bool, where: str, expected: str) -> Any:
+    """A ``torch.save`` file, by the one rule for pickles: torch's ``weights_only`` unpickler
+    (tensors, containers, numbers, strings: no code runs), and the full unpickler only when
+    trusted."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError:
+        if not trust_pickle:
+            raise invalid(where, expected, f"{path}, which torch's weights_only loader "
+                          "refused (a pickle that needs code to load, or no checkpoint)",
+                          "pass --trust-pickle (trust_pickle=True) if you trust this file: "
+                          "unpickling runs arbitrary code") from None
+    except Exception as exc:
+        raise invalid(where, "a loadable torch.save file",
+                      f"{path}: {type(exc).__name__}: {exc}",
+                      "load it in Python to see why") from None
+    try:
+        return torch.load(path, weights_only=False, map_location="cpu")
+    except Exception as exc:
+        raise invalid(where, "a loadable torch.save file",
+                      f"{path}: {type(exc).__name__}: {exc}",
+                      "load it in Python to see why") from None
+
+
+def _read_weights(path: Path, trust_pickle: bool, where: str) -> dict[str, torch.Tensor]:
+    """The state dict in a ``.safetensors`` file or a ``torch.save`` checkpoint."""
+    if path.suffix not in (".safetensors",) + PICKLE_SUFFIXES:
+        raise invalid(where, "--weights a .safetensors file or a torch.save checkpoint "
+                      f"({', '.join(PICKLE_SUFFIXES)})", str(path),
+                      "save model.state_dict() with safetensors.torch.save_file")
+    if not path.is_file():
+        raise invalid(where, "an existing weights file", f"{str(path)!r} (not found)",
+                      "check the path")
+    if path.suffix == ".safetensors":
+        reader = require_extra("safetensors.torch", "safetensors", "--weights FILE.safetensors")
+        try:
+            return reader.load_file(str(path), device="cpu")
+        except Exception as exc:
+            raise invalid(where, "a readable safetensors file", f"{path}: {exc}",
+                          "write it with safetensors.torch.save_file(model.state_dict(), "
+                          "path)") from None
+    loaded = _unpickle(path, trust_pickle, where, "a safetensors file, or a pickled checkpoint "
+                       "explicitly trusted")
+    nested = ("state_dict", "model_state_dict", "model")
+    candidates = [loaded] + ([loaded.get(key) for key in nested]
+                             if isinstance(loaded, Mapping) else [])
+    for state in candidates:
+        if isinstance(state, Mapping) and state and all(
+                isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+            return dict(state)
+    keys = f" with keys {list(loaded)[:8]}" if isinstance(loaded, Mapping) else ""
+    raise invalid(where, "a state dict (names to tensors), alone or under 'state_dict', "
+                  "'model_state_dict' or 'model'", f"{path} holding a "
+                  f"{type(loaded).__name__}{keys}", "save model.state_dict()")
+
+
+def _load_weights(model: nn.Module, state: dict[str, torch.Tensor], path: Path, where: str
+                  ) -> None:
+    """``model.load_state_dict(state, strict=True)`` after checking names and shapes, so that
+    a mismatch is one message listing them; a name missing from ``state`` whose tensor is tied
+    in the model to one ``state`` has (a language model's head and embedding, stored once)
+    takes that one."""
+    own = model.state_dict()
+    state = dict(state)
+    tied: dict[tuple, list[str]] = {}
+    for key, value in own.items():
+        if value.numel():
+            tied.setdefault((value.data_ptr(), tuple(value.shape)), []).append(key)
+    for names in tied.values():
+        stored = next((name for name in names if name in state), None)
+        for name in names:
+            if stored is not None and name not in state:
+                state[name] = state[stored]
+    missing = [key for key in own if key not in state]
+    unexpected = [key for key in state if key not in own]
+    shapes = [f"{key} {tuple(state[key].shape)} in the file, {tuple(own[key].shape)} in the "
+              "model" for key in own if key in state and state[key].shape != own[key].shape]
+    if missing or unexpected or shapes:
+        found = [f"{len(items)} {what} {items[:5]}" for what, items in (
+            ("missing", missing), ("unexpected", unexpected), ("of another shape", shapes))
+            if items]
+        prefix = unexpected[0].split(".")[0] + "." if unexpected else ""
+        stripped = {key[len(prefix):] for key in unexpected if key.startswith(prefix)}
+        fix = (f"the file's names carry the prefix {prefix!r}: save the inner module's "
+               "state_dict()" if missing and set(missing) <= stripped else
+               "load weights saved from this architecture with the same options (e.g. "
+               "num_classes)")
+        raise invalid(where, f"--weights with the model's {len(own)} names and shapes",
+                      f"{path}: " + "; ".join(found), fix)
+    model.load_state_dict(state, strict=True)
 
 
 class _Unpickling(Exception):
