@@ -290,3 +290,34 @@ def test_a_violation_is_refused_before_any_work(value, monkeypatch):
     with pytest.raises(InvalidInputError, match="tol"):
         nngauge.jacobian_norm(net, _xy()[0], tol=value)
     assert calls == []
+
+
+KNOWN_SILENT = {
+    ("proxies.te_nas", "scalar_output"):
+        "te_nas runs the model only under torch.func's per-sample transforms, where a scalar "
+        "per sample cannot be told from a sum over the batch (and per-sample gradients give "
+        "the value of the per-sample model)",
+}
+"""Generated calls not yet refused, with why (each an xfail that must keep failing)."""
+
+
+def _census_cases():
+    from bad_input_census import calls
+
+    for cell, case in calls():
+        reason = KNOWN_SILENT.get((cell, case))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        yield pytest.param(cell, case, id=f"{cell}-{case}", marks=marks)
+
+
+@pytest.mark.parametrize("cell, case", list(_census_cases()))
+def test_each_bad_model_and_data_is_refused_with_expected_got_and_fix(cell, case):
+    """Every measure and proxy of the catalogue (a new entry is covered) on a model returning
+    a scalar, None or integers, a meta-device model, 0-d data and data of magnitude 1e30, and
+    the trajectory helpers' bad inputs (tests/bad_input_census.py): the clear error, or for
+    huge data a finite value; never another exception, never a value the input makes
+    meaningless, never NaN."""
+    from bad_input_census import outcome
+
+    status, what = outcome(cell, case)
+    assert status in ("clear", "ok"), what

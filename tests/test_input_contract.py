@@ -146,3 +146,79 @@ def test_skim_needs_two_samples_for_its_relative_deviation():
     net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.Tanh(), torch.nn.Linear(5, 5))
     with pytest.raises(InvalidInputError, match="at least 2 samples"):
         nngauge.skim(net, _data()[0][:1], layers=("0", "1"))
+
+
+def test_a_scalar_as_data_or_labels_is_refused_naming_the_sample_dimension():
+    x, y = _data()
+    for data in (torch.tensor(1.0), (torch.tensor(1.0), torch.tensor(0)), (x, y[0])):
+        with pytest.raises(InvalidInputError, match=r"sample dimension first.*0-d tensor.*Fix"):
+            nngauge.margin(_net(), data)
+
+
+class _Output(torch.nn.Module):
+    def __init__(self, change):
+        super().__init__()
+        self.net, self.change = _net(), change
+
+    def forward(self, x):
+        return self.change(self.net(x))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda out: out.sum(), "sample dimension first.*0-d tensor"),
+    (lambda out: None, "forward\\(\\) returns its output.*got None"),
+    (lambda out: out.argmax(1), "floating-point model outputs.*torch.int64"),
+])
+@pytest.mark.parametrize("measure", [
+    lambda m, x, y: nngauge.kernel_conditioning(m, x),
+    lambda m, x, y: nngauge.trajectory_length(m, line(x[0], x[1], 9)),
+    lambda m, x, y: nngauge.activation_patterns(m, x),
+    lambda m, x, y: nngauge.pac_bayes(m, (x, y), alphas=[0.01], n_probes=2),
+    lambda m, x, y: nngauge.sharpness_conditions(m, x),
+])
+def test_an_output_no_measure_reads_is_refused(change, message, measure):
+    """A scalar (a sum over the batch), None (a forward without return) or predicted classes:
+    kernel_conditioning returned no layers and trajectory_length a last row of 0.0."""
+    x, y = _data()
+    with pytest.raises(InvalidInputError, match=message + ".*Fix"):
+        measure(_Output(change), x, y)
+
+
+def test_one_output_per_sample_without_a_feature_dimension_is_measured():
+    """(n,) outputs (one score per sample) are a function of the inputs: measured as (n, 1)."""
+    x, _ = _data()
+    path = line(x[0], x[1], 9)
+    flat = nngauge.trajectory_length(_Output(lambda out: out[:, 0]), path, layers=[])
+    column = nngauge.trajectory_length(_Output(lambda out: out[:, :1]), path, layers=[])
+    assert flat.lengths[-1] == pytest.approx(column.lengths[-1]) and flat.lengths[-1] > 0
+
+
+@pytest.mark.parametrize("measure", [
+    lambda m, x, y: nngauge.expected_sharpness(m, (x, y), alpha=0.01, n_probes=2),
+    lambda m, x, y: nngauge.pac_bayes(m, (x, y), alphas=[0.01], n_probes=2),
+    lambda m, x, y: nngauge.trajectory_length(m, line(x[0], x[1], 9)),
+])
+def test_data_whose_squares_overflow_is_refused_not_reported_as_nan(measure):
+    x, y = _data()
+    with pytest.raises(InvalidInputError, match="squared norms are finite in torch.float32.*"
+                       "as large as .*e\\+30.*standardize"):
+        measure(_net().float(), x.float() * 1e30, y)
+
+
+def test_large_float64_data_is_measured_in_float64():
+    x, _ = _data()
+    r = nngauge.nlc(_net().double(), x.double() * 1e30)
+    assert r.nlc > 0 and r.nlc < float("inf")
+
+
+def test_a_degenerate_arc_and_an_ambiguous_polyline_are_refused():
+    from nngauge.trajectories import arc, polyline_length
+
+    with pytest.raises(InvalidInputError, match="nonzero endpoints.*x0 all zeros.*line"):
+        arc(torch.zeros(3), torch.ones(3), 5)
+    with pytest.raises(InvalidInputError, match="x1 all zeros"):
+        arc(torch.ones(3), torch.zeros(3), 5)
+    for points in (torch.arange(4.0), torch.tensor(1.0)):
+        with pytest.raises(InvalidInputError, match=r"points\[:, None\]"):
+            polyline_length(points)
+    assert float(polyline_length(torch.arange(4.0)[:, None])) == 3.0

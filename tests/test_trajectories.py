@@ -254,7 +254,7 @@ def test_user_tensor_of_points_is_a_polyline():
 
 def test_point_counts_are_declared():
     x0, x1 = torch.zeros(3), torch.ones(3)
-    assert len(line(x0, x1, np.int64(5))) == 5 and len(arc(x0, x1, np.int64(3))) == 3
+    assert len(line(x0, x1, np.int64(5))) == 5 and len(arc(x1, -x1, np.int64(3))) == 3
     for bad in (1, 2.0, "5", True):
         with pytest.raises(NNGaugeError, match="expected n an integer >= 2"):
             through(torch.eye(3), bad)

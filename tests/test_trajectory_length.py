@@ -148,7 +148,7 @@ def test_hooks_never_leak_and_state_restored():
 
     ok = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     before = [p.detach().clone() for p in ok.parameters()]
-    trajectory_length(ok, arc(torch.zeros(3), torch.ones(3), 4))
+    trajectory_length(ok, arc(torch.ones(3), -torch.ones(3), 4))
     assert all(not m._forward_hooks for m in ok.modules())
     assert all(torch.equal(a, b) for a, b in zip(before, ok.parameters()))
     assert all(p.requires_grad for p in ok.parameters())
@@ -181,7 +181,8 @@ def test_bad_options_and_models():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match="converge"):
             trajectory_length(nn.Sequential(nn.Linear(3, 8), nn.Tanh()),
-                              arc(torch.zeros(3), 5 * torch.ones(3), 3), tol=1e-9,
+                              arc(torch.tensor([1.0, 0.0, 0.0]), 5 * torch.ones(3), 3),
+                              tol=1e-9,
                               max_points=9)
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import math
 import numbers
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Callable, Literal, Optional, TypeVar
 
 import numpy as np
 
@@ -57,6 +58,15 @@ class Constraint:
         """The accepted ``value`` as the function receives it (itself, unless the constraint
         reads one value several ways, as :class:`RandomSource` does)."""
         return value
+
+    def shown(self, value: Any) -> str:
+        """The refused ``value`` as the message's "got" shows it."""
+        return _shown(value)
+
+    def fix(self, value: Any) -> Optional[str]:
+        """The fix for the refused ``value`` where one is known beyond "pass <name>
+        <expected>", else None."""
+        return None
 
 
 def _is_integer(value: Any) -> bool:
@@ -311,6 +321,12 @@ class Maybe(Constraint):
     def normalized(self, value: Any) -> Any:
         return None if value is None else self.inner.normalized(value)
 
+    def shown(self, value: Any) -> str:
+        return self.inner.shown(value)
+
+    def fix(self, value: Any) -> Optional[str]:
+        return self.inner.fix(value)
+
 
 _SEED = Integer(0, 2**64 - 1)
 _TORCH_GENERATOR = TorchInstance("torch.Generator", "a torch.Generator")
@@ -357,8 +373,38 @@ def Numbers(low: float = -math.inf, *, low_open: bool = False) -> Check:  # noqa
                  ((), ("a",), (float("nan"),), (low,) if low_open else (low - 1,)))
 
 
-MODEL = TorchInstance("torch.nn.Module", "a torch.nn.Module (the network to measure)",
-                      (None, "mlp", lambda x: x))
+@dataclass(frozen=True)
+class Module(TorchInstance):
+    """A ``torch.nn.Module`` whose parameters and buffers hold values: a model on the meta
+    device (shapes only, as ``with torch.device("meta")`` builds it) is refused before any
+    work, with how to materialize it."""
+
+    def accepts(self, value: Any) -> bool:
+        return super().accepts(value) and not _on_meta(value)
+
+    def violations(self) -> list[Any]:
+        torch = sys.modules.get("torch")
+        meta = [] if torch is None else [torch.nn.Linear(2, 2, device="meta")]
+        return [*self.bad, *meta]
+
+    def shown(self, value: Any) -> str:
+        if not super().accepts(value):
+            return super().shown(value)
+        return f"a {type(value).__name__} with meta-device parameters (shapes, no values)"
+
+    def fix(self, value: Any) -> Optional[str]:
+        if not super().accepts(value):
+            return None
+        return ("materialize it: model.to_empty(device='cpu'), then load or initialize its "
+                "weights")
+
+
+def _on_meta(module: Any) -> bool:
+    return any(t.is_meta for t in itertools.chain(module.parameters(), module.buffers()))
+
+
+MODEL = Module("torch.nn.Module", "a torch.nn.Module holding values (not on the meta device; "
+               "the network to measure)", (None, "mlp", lambda x: x))
 """The ``model`` argument of every measure."""
 
 NAME = Instance((str,), "a module name (as in model.named_modules())", (3, None, ["fc"]))
@@ -448,8 +494,9 @@ def constrained(**constraints: Constraint) -> Callable[[F], F]:
                     continue
                 if not constraint.accepts(value):
                     raise invalid(where, f"{name} {constraint.expected()}",
-                                  f"{name}={_shown(value)}",
-                                  _fix(name, constraint, signature.parameters[name].default))
+                                  f"{name}={constraint.shown(value)}",
+                                  _fix(name, constraint, value,
+                                       signature.parameters[name].default))
                 normalized = constraint.normalized(value)
                 if normalized is not value:
                     changed[name] = normalized
@@ -478,7 +525,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _fix(name: str, constraint: Constraint, default: Any) -> str:
+def _fix(name: str, constraint: Constraint, value: Any, default: Any) -> str:
+    known = constraint.fix(value)
+    if known is not None:
+        return known
     wanted = f"pass {name} {constraint.expected()}"
     if default is inspect.Parameter.empty:
         return wanted
@@ -486,6 +536,6 @@ def _fix(name: str, constraint: Constraint, default: Any) -> str:
 
 
 __all__ = ["Array", "CALLABLE", "Check", "Choice", "Constraint", "Either", "Flag", "GENERATOR",
-           "Instance", "Integer", "MODEL", "Maybe", "NAME", "NORM_MODES", "NormMode", "Numbers",
+           "Instance", "Integer", "MODEL", "Maybe", "Module", "NAME", "NORM_MODES", "NormMode", "Numbers",
            "OUTPUT", "RandomSource", "Real", "SEED_OR_GENERATOR", "SHARED", "TorchInstance",
            "constrained", "declared"]

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from nngauge._constraints import Instance, Integer, constrained
+from nngauge.data._checks import require_representable
 from nngauge.errors import invalid
 
 Kind = Literal["line", "arc", "through", "points"]
@@ -99,7 +100,7 @@ def arc(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
     (Raghu et al. 2017, figures 2 and 13: a circular trajectory between two inputs).
 
     Args:
-        x0, x1: endpoints of the same shape.
+        x0, x1: endpoints of the same shape, neither all zeros (the arc would be a segment).
         n: number of points (>= 2).
 
     Example:
@@ -108,7 +109,13 @@ def arc(x0: Any, x1: Any, n: int = 1000) -> Trajectory:
         >>> [round(v, 4) for v in traj.points[1].tolist()]
         [0.7071, 0.7071]
     """
-    return _build("arc", _endpoints(x0, x1, "arc()"), int(n))
+    anchors = _endpoints(x0, x1, "arc()")
+    zero = [name for name, a in zip(("x0", "x1"), anchors) if not bool(a.any())]
+    if zero:
+        raise invalid("arc()", "nonzero endpoints (the arc turns about the origin from x0 to "
+                      "x1)", f"{' and '.join(zero)} all zeros, which makes the arc a straight "
+                      "segment", "pass nonzero inputs, or line(x0, x1) for a segment")
+    return _build("arc", anchors, int(n))
 
 
 @constrained(n=Integer(2))
@@ -248,7 +255,18 @@ def _same_shapes(tensors: list, names: tuple, where: str) -> None:
 
 def polyline_length(points: torch.Tensor) -> torch.Tensor:
     """sum_i ||x_{i+1} - x_i||_2 over consecutive rows of ``points`` (n, ...) (0 when n < 2):
-    the length of the polygon through them (Raghu et al. section 2.2), differentiable."""
+    the length of the polygon through them (Raghu et al. section 2.2), differentiable.
+
+    Raises:
+        InvalidInputError: ``points`` not a tensor with a point dimension first and at least
+            one coordinate dimension (a 1-D tensor is ambiguous: n numbers or one point)."""
+    if not isinstance(points, torch.Tensor) or points.dim() < 2:
+        got = (f"a {points.dim()}-D tensor of shape {tuple(points.shape)}"
+               if isinstance(points, torch.Tensor) else type(points).__name__)
+        raise invalid("polyline_length()", "points as a tensor (n, ...): one point per row, "
+                      "each with at least one dimension", got,
+                      "pass points[:, None] for n points of one coordinate, or points[None] "
+                      "for one point")
     flat = points.reshape(points.shape[0], -1)
     return torch.linalg.vector_norm(flat[1:] - flat[:-1], dim=1).sum()
 
@@ -295,6 +313,8 @@ def _as_tensor(value: Any, name: str, where: str) -> torch.Tensor:
                       "template= to the measure")
     if not torch.isfinite(value).all():
         raise invalid(where, f"finite {name}", "NaN or inf values", "remove them")
+    points = value if name == "points" and value.dim() > 1 else value.reshape(1, -1)
+    require_representable(points, where, name)
     return value.detach().clone()
 
 

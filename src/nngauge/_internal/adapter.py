@@ -45,7 +45,7 @@ from torch import nn
 from torch._C._functorch import is_functorch_wrapped_tensor
 
 from nngauge._constraints import NormMode  # noqa: F401  (re-exported)
-from nngauge._internal.data import Batch, as_batches, collect
+from nngauge._internal.data import Batch, as_batches, collect, require_model_output
 from nngauge._internal.graph import FunctionSite, expose_functions, trace_graph
 from nngauge._internal.layers import preserved_state
 from nngauge._internal.options import ModelOptions
@@ -118,6 +118,8 @@ def select_output(value: Any, selector: Any = None, *, where: str = "measure()"
     index, or callable mapping the output to a tensor); with no selector, the ``"logits"``
     entry when there is one, else an error listing what there is.
     """
+    if value is None:
+        require_model_output(value, where)
     if callable(selector):
         chosen = selector(value)
         how = "chosen by the output= callable"
@@ -447,7 +449,8 @@ class ModelAdapter:
         None)."""
         with SiteRecorder(self.model, sites, inputs=inputs, stop_after=stop_after) as rec:
             out = rec.run(lambda: self._forward(x, raw))
-        return (None if out is None else self.select(out)), rec.values
+        stopped = out is None and stop_after is not None
+        return (None if stopped else self.select(out)), rec.values
 
     def check_template(self, template: Any) -> Optional[torch.Tensor]:
         """The raw input (one sample) that runs the model for points given in measured space
@@ -493,15 +496,20 @@ class ModelAdapter:
 
     def call_model(self, inputs: torch.Tensor) -> Any:
         """``model(inputs)``; a failure of the forward pass (typically inputs of the wrong
-        shape) becomes an InvalidInputError saying what the model got (chained)."""
+        shape) becomes an InvalidInputError saying what the model got (chained), and an output
+        no measure reads (None, a scalar, integers: :func:`require_model_output`) is refused
+        here unless ``output=`` selects from it."""
         try:
-            return self.model(inputs)
+            out = self.model(inputs)
         except NotImplementedError:
             raise  # a missing derivative (forward mode): callers fall back, not a bad input
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:
             if type(exc).__module__.startswith("nngauge"):
                 raise
             raise rejected_inputs(self.where, inputs.shape, inputs.dtype, exc) from exc
+        if self.options.output is None:
+            require_model_output(out, self.where)
+        return out
 
     @contextmanager
     def perturbed(self) -> Iterator[None]:
@@ -520,6 +528,7 @@ class ModelAdapter:
         no measure reports a number computed from them."""
         tensor, how = select_output(out, self.options.output, where=self.where)
         self._output_how = how
+        require_model_output(tensor, self.where)
         if self._check_outputs:
             self.require_finite(tensor)
         return tensor

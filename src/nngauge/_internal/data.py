@@ -8,7 +8,9 @@ Every measure accepts ``data`` in any of these forms and calls :func:`as_batches
 - a ``torch.utils.data.DataLoader`` (its own batch size is kept).
 
 Inputs keep their shape (images stay images); they must be finite, and floating point unless
-the caller measures from an embedding (``require_float=False``: token ids).
+the caller measures from an embedding (``require_float=False``: token ids). What a model gives
+back for them must hold one real floating-point output per sample
+(:func:`require_model_output`, for the model adapter and the traced graph).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
 from torch.utils.data import DataLoader, Dataset
 
+from nngauge.data._checks import require_representable
 from nngauge.errors import invalid
 
 
@@ -120,18 +124,28 @@ def _split_pair(data: Any, where: str) -> tuple[torch.Tensor, Optional[torch.Ten
         if len(data) != 2:
             raise invalid(where, "a pair (inputs, labels)", f"a {type(data).__name__} of length "
                           f"{len(data)}", "pass (inputs, labels) or the inputs alone")
-        inputs = _as_tensor(data[0], "inputs", where)
-        labels = _as_tensor(data[1], "labels", where)
+        inputs = _with_samples(_as_tensor(data[0], "inputs", where), "inputs", where)
+        labels = _with_samples(_as_tensor(data[1], "labels", where), "labels", where)
         if labels.shape[0] != inputs.shape[0]:
             raise invalid(where, "as many labels as inputs",
                           f"{labels.shape[0]} labels for {inputs.shape[0]} inputs",
                           "pass labels aligned with the inputs along the first dimension")
         return inputs, labels
-    return _as_tensor(data, "data", where), None
+    return _with_samples(_as_tensor(data, "data", where), "data", where), None
+
+
+def _with_samples(tensor: torch.Tensor, what: str, where: str) -> torch.Tensor:
+    """``tensor``, refused when it is 0-d: a scalar has no sample dimension to read."""
+    if tensor.dim() == 0:
+        raise invalid(where, f"{what} with the sample dimension first, (n_samples, ...)",
+                      "a 0-d tensor (a scalar)",
+                      f"pass a tensor of shape (n_samples, ...), e.g. {what}.reshape(1, 1) "
+                      "for one sample of one feature")
+    return tensor
 
 
 def _tensor_batches(inputs, labels, batch_size, n_batches, generator) -> Iterator[Batch]:
-    n = int(inputs.shape[0]) if inputs.dim() > 0 else 0
+    n = int(inputs.shape[0])
     if n == 0:
         return
     passes = 1 if n_batches is None else -(-n_batches * batch_size // n)
@@ -161,9 +175,7 @@ def _check_batch(batch: Batch, where: str, require_float: bool) -> None:
     if x.is_meta:
         raise invalid(where, "inputs holding values", "meta-device inputs (shapes only)",
                       "materialize the data on a real device (e.g. the CPU) first")
-    if x.dim() == 0:
-        raise invalid(where, "inputs with a sample dimension first", "a scalar",
-                      "pass a tensor of shape (n_samples, ...)")
+    _with_samples(x, "inputs", where)
     if x.dim() == 1:
         n = len(x)
         raise invalid(where, "inputs of shape (n_samples, *sample_shape): a batch dimension "
@@ -178,3 +190,28 @@ def _check_batch(batch: Batch, where: str, require_float: bool) -> None:
     if x.is_floating_point() and not bool(torch.isfinite(x).all()):
         raise invalid(where, "finite inputs", "NaN or inf values",
                       "clean the data (torch.nan_to_num) or drop those samples")
+    require_representable(x, where)
+
+
+def require_model_output(value: Any, where: str) -> None:
+    """Refuse a model output that is None (a forward() without ``return``), or a tensor that
+    is a 0-d scalar (no sample dimension: a loss or a sum over the batch) or not real floating
+    point (predicted classes, masks): no measure of a function reads either. A container
+    (dict, tuple, ModelOutput) is the caller's to select from, then to check; tensors inside
+    torch.func transforms, which hold one sample, are not checked."""
+    if value is None:
+        raise invalid(where, "a model whose forward() returns its output", "None",
+                      "end forward() with return <output tensor>")
+    if not isinstance(value, torch.Tensor) or is_functorch_wrapped_tensor(value):
+        return
+    tensor = value
+    if tensor.dim() == 0:
+        raise invalid(where, "model outputs with the sample dimension first, (n_samples, ...)",
+                      "a 0-d tensor (a scalar)",
+                      "return one output per sample (no .sum() or .mean() over the batch in "
+                      "forward()), or pass output= a callable that selects it")
+    if not tensor.is_floating_point():
+        raise invalid(where, "real floating-point model outputs (logits, scores)",
+                      f"outputs of dtype {tensor.dtype}",
+                      "return the scores before any argmax / threshold / cast, or pass output= "
+                      "a callable that selects a floating-point tensor")

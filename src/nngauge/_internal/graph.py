@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nngauge._internal.behaviour import classify_behaviour
+from nngauge._internal.data import require_model_output
 from nngauge._internal.layers import ACTIVATIONS, RESHAPES
 from nngauge.activations._torch import ActivationModule
 from nngauge.errors import invalid
@@ -135,6 +136,7 @@ def trace_graph(model: nn.Module, example: torch.Tensor, *, where: str) -> Model
     """
     gm = _trace(model, where)
     values = _run(gm, example)
+    _check_output(gm, values, where)
     varying = _varying(gm, values)
     ops = [_classify(gm, node, values, varying) for node in gm.graph.nodes]
     return ModelGraph(gm, _name_sites(ops, model))
@@ -386,6 +388,13 @@ def _run(gm: fx.GraphModule, example: torch.Tensor) -> dict[fx.Node, Any]:
                      for n, v in env.items() if n in node.all_input_nodes}
             env[node] = graph.evaluate(op, {**env, **clone})
     return env
+
+
+def _check_output(gm: fx.GraphModule, values: dict[fx.Node, Any], where: str) -> None:
+    """Refuse a traced model returning None or a tensor without one real floating-point output
+    per sample (:func:`~nngauge._internal.data.require_model_output`)."""
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    require_model_output(fx.node.map_arg(output.args[0], lambda node: values[node]), where)
 
 
 def _varying(gm: fx.GraphModule, values: dict[fx.Node, Any]) -> set[fx.Node]:

@@ -204,7 +204,7 @@ def _lengths(adapter: ModelAdapter, traj: Trajectory, sites: Sequence[Site],
     for start in range(0, len(traj) - 1, CHUNK_POINTS - 1):
         images = _images(adapter, traj.points[start:start + CHUNK_POINTS], sites, raw)
         for i, z in enumerate(images):
-            totals[i] += float(polyline_length(z.to(torch.float64)))
+            totals[i] += float(polyline_length(z.reshape(len(z), -1).to(torch.float64)))
     return totals
 
 
