@@ -15,17 +15,17 @@ says which.
 G(u) (n x P) holds per-sample parameter gradients. For networks whose samples do not interact
 one forward pass and one backward pass per chunk of probes give them all: ``torch.func.vmap``
 over samples of ``vjp``, vmapped over the probes; the weights of Linear and convolution layers
-(called once, their weight used by nothing else) are not differentiated there: their
-per-sample gradients, sum over positions t of delta_t cols_t^T, come from the layer's output
-gradient delta (a zero added to the output is a primal of the ``vjp``) and its input patches
-cols (recorded in one forward pass of the batch), which costs batched matrix products instead
-of the grouped convolutions a vmapped weight gradient costs. When samples interact (batchnorm
-with batch statistics), G(u) comes from batched backward passes through the whole batch
-(``is_grads_batched``), one probe at a time; where ``vmap`` has no batching rule for an
-operation (or meets data-dependent control flow), from a loop over samples, said in a note;
-any other error propagates. n x P gradient entries are held at once (the probes are chunked
-to keep them there); when that exceeds ``max_elements`` the kernel is computed on fewer
-samples, and said so.
+(called once, their weight used by nothing else) are not differentiated there: their per-sample
+gradients, sum over positions t of delta_t cols_t^T, come from the layer's output gradient delta
+(a zero added to the output is a primal of the ``vjp``) and its input patches cols (recorded in
+one forward pass of the batch), which costs batched matrix products instead of the grouped
+convolutions a vmapped weight gradient costs. When samples interact (batchnorm with batch
+statistics), G(u) comes from batched backward passes through the whole batch
+(``is_grads_batched``), one probe at a time; where ``vmap`` fails (a RuntimeError: no batching
+rule for an operation, data-dependent control flow), from a loop over samples, said in a note;
+any other error propagates, and so does one the loop meets again. n x P gradient entries are
+held at once (the probes are chunked to keep them there); when that exceeds ``max_elements`` the
+kernel is computed on fewer samples, and said so.
 """
 
 from __future__ import annotations
@@ -116,16 +116,14 @@ def empirical_ntk(value: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], m
 
 
 def _batching_limit(exc: Exception) -> Optional[RuntimeError]:
-    """torch.func's or batched backward's refusal of an operation it has no batching rule for
-    (or of data-dependent control flow under ``vmap``), when ``exc`` is one or is raised from
-    one (the adapter reports a failing forward pass as an InvalidInputError); else None."""
-    while exc is not None:
-        text = str(exc).lower()
-        if isinstance(exc, RuntimeError) and ("vmap" in text or "batching rule" in text
-                                              or "batched" in text):
-            return exc
+    """The RuntimeError that ``exc`` is or is raised from (the adapter reports a failing
+    forward pass as an InvalidInputError), else None: what ``vmap`` or a batched backward
+    raises on an operation without a batching rule (no batching rule, data-dependent control
+    flow, an in-place write into an unbatched tensor). The loop over samples then runs the same
+    computation unbatched, and raises that error again if it was not the batching's."""
+    while exc is not None and not isinstance(exc, RuntimeError):
         exc = exc.__cause__
-    return None
+    return exc
 
 
 def _first_line(exc: BaseException) -> str:
