@@ -15,7 +15,6 @@ import dataclasses
 import inspect
 import math
 from collections import OrderedDict
-from typing import Optional
 
 import pytest
 import torch
@@ -36,9 +35,9 @@ class FakeModelOutput(OrderedDict):
     """Hugging Face's ModelOutput in miniature: a dataclass whose set fields are also the
     dict's entries, indexable by key or by position among the set fields."""
 
-    loss: Optional[torch.Tensor] = None
-    logits: Optional[torch.Tensor] = None
-    hidden_states: Optional[torch.Tensor] = None
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: torch.Tensor | None = None
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -111,12 +110,12 @@ def headline(name: str, result) -> dict:
 
 
 def same(a: dict, b: dict) -> None:
-    for key in a:
-        if a[key] is None or b[key] is None:
-            assert a[key] is b[key] is None, key
+    for key, value in a.items():
+        if value is None or b[key] is None:
+            assert value is b[key] is None, key
             continue
-        va, vb = torch.as_tensor(a[key], dtype=torch.float64), torch.as_tensor(b[key],
-                                                                              dtype=torch.float64)
+        va = torch.as_tensor(value, dtype=torch.float64)
+        vb = torch.as_tensor(b[key], dtype=torch.float64)
         torch.testing.assert_close(va, vb, rtol=1e-9, atol=1e-12, equal_nan=True, msg=key)
 
 

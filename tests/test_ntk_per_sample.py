@@ -26,7 +26,7 @@ def loop_ntk(model: nn.Module, x: torch.Tensor, layers: list[str]) -> dict[str, 
     gen = torch.Generator().manual_seed(SEED)
     kernels = {}
     for name in [*layers, "output"]:
-        def value(xi):
+        def value(xi, name=name):
             if name == "output":
                 return model(xi)
             module, _, call = name.partition("#")  # "twice#2": the second call of twice

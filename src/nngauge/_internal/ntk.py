@@ -131,7 +131,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _probe_gram(call: "_Call", params: dict, x, raw, probes: torch.Tensor, *, batched: bool,
+def _probe_gram(call: _Call, params: dict, x, raw, probes: torch.Tensor, *, batched: bool,
                 note: Callable[[str], None]) -> torch.Tensor:
     """sum over probes u of G(u) G(u)^T, G(u) from batched backward passes through the whole
     batch (``batched``: samples interact), or, where those have no batching rule, a loop."""
@@ -179,7 +179,7 @@ class _Unfolded:
         return g @ g.T
 
 
-def _unfolded_weights(call: "_Call", params: dict, x, raw) -> dict[str, _Unfolded]:
+def _unfolded_weights(call: _Call, params: dict, x, raw) -> dict[str, _Unfolded]:
     """The weights of ``params`` that :class:`_Unfolded` can handle, by key, from one forward
     pass of the batch that records the inputs of candidate layers and counts every use of
     their weights (a weight also used elsewhere, e.g. tied to an embedding, is left out)."""
@@ -246,7 +246,7 @@ class _WeightUses(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _vmapped_gram(call: "_Call", params: dict, x, raw, probes: torch.Tensor,
+def _vmapped_gram(call: _Call, params: dict, x, raw, probes: torch.Tensor,
                   max_elements: int = MAX_GRADIENT_ELEMENTS) -> torch.Tensor:
     """sum over probes u of G(u) G(u)^T for independent samples, in one forward and one
     vmapped backward pass per chunk of probes.
