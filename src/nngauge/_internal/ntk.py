@@ -48,6 +48,9 @@ MAX_GRADIENT_ELEMENTS = 2**27
 """Per-sample gradient entries (samples x parameters) held at once (512 MiB in float32)."""
 EXACT_UNITS = 16
 """Layers with at most this many units get the exact sum over units."""
+MAX_PAIR_ENTRIES = 2**24
+"""Entries of the (n T) x (n T) position-pair matrices a layer's weight Gram may form (64 MiB
+in float32)."""
 
 
 @dataclass(frozen=True)
@@ -170,11 +173,25 @@ class _Unfolded:
 
     def gram(self, delta: torch.Tensor) -> torch.Tensor:
         """sum over probes of the Gram matrix of per-sample weight gradients; delta is the
-        output gradient (n, probes, *out_shape)."""
+        output gradient (n, probes, *out_shape).
+
+        Two ways to the same numbers, the cheaper taken: the gradients themselves (n x probes x
+        out x in) and their Gram matrix, or, when the layer has few positions T (deep
+        convolutions, the last Linear), sum over positions t, s of
+        (sum over probes and outputs of delta_it delta_js) (cols_it . cols_js): products of
+        (n T) x (n T) matrices, the gradients never formed."""
         n, k = delta.shape[:2]
         if self.module.forward.__func__ is nn.Linear.forward:
             delta = delta.reshape(n, k, -1, delta.shape[-1]).transpose(2, 3)
-        delta = delta.reshape(n, k, self.groups, -1, self.cols.shape[-1])
+        groups, per_group, t = self.groups, self.cols.shape[2], self.cols.shape[-1]
+        delta = delta.reshape(n, k, groups, -1, t)
+        outs, pairs = delta.shape[3], (n * t) ** 2
+        if (pairs * (k * outs + per_group) < n * k * outs * per_group * (t + n)
+                and groups * pairs <= MAX_PAIR_ENTRIES):
+            d = delta.permute(2, 0, 4, 1, 3).reshape(groups, n * t, k * outs)
+            a = self.cols.permute(1, 0, 3, 2).reshape(groups, n * t, per_group)
+            both = (d @ d.transpose(1, 2)) * (a @ a.transpose(1, 2))
+            return both.reshape(groups, n, t, n, t).sum((0, 2, 4))
         g = torch.einsum("nkgot,ngqt->nkgoq", delta, self.cols).reshape(n, -1)
         return g @ g.T
 
