@@ -21,8 +21,17 @@ each variant is also recorded as a speed-up row (``benchmarks/_rows.py``; goal 2
 last-layer rows, none for the all-layer ones). For a one-core comparison of both sides, run it
 under ``taskset -c 0`` (both sides on one core; nngauge then uses one thread).
 
+The empirical NTK per layer (``--parts empirical``): ``kernel_conditioning(kind="ntk")`` on
+the conformance zoo's ResNet (``resnet_small``, eval mode, 3 x 32 x 32) at 12 samples, every
+default layer (13 convolutions and Linear layers, then the output), against the path it
+replaced, run in the same process: per layer and probe, per-sample gradients of every
+parameter by ``vmap`` over samples of ``grad`` (``old_gram`` below); both warm, interleaved,
+medians of ``--repeats``, the load beside them, and the largest relative difference of their
+kernels (the same probes). Issue 34's goal: <= 10 s on 2 cores.
+
 Run:  python benchmarks/bench_kernels.py --peer-python /path/to/nt-venv/bin/python
       [--n 1000] [--d 50] [--depth 20] [--repeats 5] [--acts erf relu]
+      [--parts theory empirical]
 Peer environment:  python3 -m venv nt-venv && nt-venv/bin/pip install "jax==0.4.30" \\
       "jaxlib==0.4.30" neural-tangents numpy scipy
 """
@@ -191,6 +200,65 @@ def bench(act: str, X: np.ndarray, depth: int, repeats: int, peer_python, tmp: s
                      goal=2.0 if last else None, threads=threads[label])
 
 
+def old_gram(call, params, x, raw, probes):
+    """The replaced path: sum over probes u of G(u) G(u)^T, G(u) by vmap over samples of grad
+    of <u, h(x_i)> with respect to every parameter, one probe at a time."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    theta = torch.zeros(len(x), len(x), dtype=torch.float64)
+    for u in probes:
+        def projected(p, xi, ri, u=u):
+            return (functional_call(call, p, (xi.unsqueeze(0), ri.unsqueeze(0))).reshape(-1)
+                    * u).sum()
+
+        grads = vmap(grad(projected), in_dims=(None, 0, 0))(params, x, raw)
+        g = torch.cat([v.reshape(len(x), -1) for v in grads.values()], dim=1)
+        theta += (g @ g.T).to(torch.float64)
+    return theta
+
+
+def bench_empirical(repeats: int, n_samples: int = 12) -> None:
+    """kernel_conditioning(kind="ntk") on the zoo's ResNet, now and by the replaced path."""
+    import torch
+
+    from nngauge import kernel_conditioning
+    from nngauge._internal import ntk
+    from nngauge.zoo import ZOO, sample_inputs
+
+    entry = ZOO["resnet_small"]
+    model = entry.build(generator=0).eval()
+    x = sample_inputs(entry, n_samples, generator=0)
+    new_gram = ntk._vmapped_gram
+
+    def run(gram):
+        def call():
+            ntk._vmapped_gram = gram
+            try:
+                return kernel_conditioning(model, x, kind="ntk", max_samples=n_samples,
+                                           generator=0)
+            finally:
+                ntk._vmapped_gram = new_gram
+        return call
+
+    timed, (before, after) = _rows.interleaved({"new": run(new_gram), "old": run(old_gram)},
+                                               repeats)
+    (ours, new), (theirs, old) = timed["new"], timed["old"]
+    diff = max(rel_diff(a.kernel, b.kernel) for a, b in zip(new.layers, old.layers))
+    threads = torch.get_num_threads()
+    print(f"empirical NTK per layer, resnet_small eval, {n_samples} samples, "
+          f"{len(new.layers)} layers, {threads} threads: nngauge median {ours:.2f} s, the "
+          f"replaced vmap(grad) path {theirs:.2f} s; speed-up {theirs / ours:.1f}x (goal: "
+          f"<= 10 s); load {before:.2f} -> {after:.2f}; max relative kernel difference "
+          f"{diff:.1e}")
+    _rows.record("empirical NTK per layer (kernel_conditioning kind='ntk')", ours_s=ours,
+                 baseline="the replaced path: vmap(grad) per probe over every parameter",
+                 baseline_s=theirs,
+                 setting=f"zoo resnet_small, eval, {n_samples} x 3x32x32, {len(new.layers)} "
+                         f"layers, float32; goal <= 10 s",
+                 load_before=before, load_after=after, goal=None, threads=threads)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
@@ -200,8 +268,14 @@ def main() -> None:
     parser.add_argument("--acts", nargs="+", default=["erf", "relu"], choices=list(PEER_ACTS))
     parser.add_argument("--peer-python", default=os.environ.get("NNGAUGE_PEER_PYTHON"),
                         help="a python with neural-tangents (its own environment)")
+    parser.add_argument("--parts", nargs="+", default=["theory", "empirical"],
+                        choices=["theory", "empirical"])
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run from a checkout
+    if "empirical" in args.parts:
+        bench_empirical(max(args.repeats, 3))
+    if "theory" not in args.parts:
+        return
     X = np.random.default_rng(0).normal(size=(args.n, args.d))
     print(f"command: {' '.join([Path(sys.executable).name] + sys.argv)}")
     print(f"inputs: {args.n} x {args.d} Gaussian; {args.depth} layers; sigma_w={SIGMA_W}, "

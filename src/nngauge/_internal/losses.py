@@ -12,8 +12,9 @@ turned into a scalar loss function by one resolver, :func:`resolve_loss`:
 - ``"cross_entropy"``: the same for integer labels only;
 - ``"mse"``: :func:`one_hot_mse`, the mean squared error over every entry (integer labels
   one-hot);
-- a callable ``loss(outputs, labels)`` returning the batch mean as one number, ``outputs`` the
-  measured output tensor (what ``output=`` selects).
+- a callable ``loss(outputs, labels)`` returning the batch mean as one number. The rule, the
+  same in every measure (:data:`CALLABLE_RECEIVES`): ``outputs`` is the measured output, the
+  tensor ``output=`` selects, never the model's whole dict, tuple or ``ModelOutput``.
 
 Labels are checked once, here: shape against the output, range against the number of
 classes; a callable is tried once on the first samples and refused when it does not return
@@ -40,6 +41,11 @@ Loss = Union[LossName, LossFn]
 """The ``loss`` argument of every loss-based measure."""
 LOSS = Either((Choice.literal(LossName), CALLABLE))
 """Its declared constraint (:func:`nngauge._constraints.constrained`)."""
+CALLABLE_RECEIVES = ('A callable receives the tensor ``output=`` selects (the ``"logits"`` '
+                     'entry of a dict or ModelOutput by default, never the whole output): '
+                     'docs/api.md, "What a loss callable receives".')
+"""The contract of a loss callable, word for word in the docstring of every measure taking
+``loss`` (``tests/test_loss_contract.py`` checks it)."""
 
 
 def check_class_labels(scores: torch.Tensor, labels: torch.Tensor, where: str) -> None:
@@ -113,8 +119,8 @@ def one_hot_mse(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (outputs - labels).pow(2).mean()  # F.mse_loss has no forward-mode HVP under vmap
 
 
-def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where: str
-                 ) -> tuple[LossFn, str]:
+def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where: str, *,
+                 selected: str = "the tensor output") -> tuple[LossFn, str]:
     """The scalar loss function ``loss`` stands for, and its name, checked once.
 
     Args:
@@ -124,6 +130,8 @@ def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where:
             against the outputs' shape and number of classes; a callable is tried once on
             the first k.
         where: the measure, for error messages.
+        selected: how ``output=`` chose ``outputs`` (``adapter.mode.output``), said when a
+            callable fails on them.
 
     Returns:
         ``(loss_fn, name)``: ``loss_fn(outputs, labels)`` -> a 0-d tensor, the batch's mean
@@ -139,7 +147,7 @@ def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where:
     """
     labels = labels.to(outputs.device)
     if callable(loss):
-        _try(loss, outputs, labels[:len(outputs)], where)
+        _try(loss, outputs, labels[:len(outputs)], where, selected)
         return _reshaped(loss), getattr(loss, "__name__", type(loss).__name__)
     if loss == "cross_entropy" and labels.is_floating_point():
         raise invalid(where, "integer class labels for loss='cross_entropy'",
@@ -151,18 +159,22 @@ def resolve_loss(loss: Loss, outputs: torch.Tensor, labels: torch.Tensor, where:
     return mean_loss, "squared_error" if labels.is_floating_point() else "cross_entropy"
 
 
-def _try(loss: LossFn, outputs: torch.Tensor, labels: torch.Tensor, where: str) -> None:
-    """Call a user's loss once: it must run and return one number."""
+def _try(loss: LossFn, outputs: torch.Tensor, labels: torch.Tensor, where: str,
+         selected: str) -> None:
+    """Call a user's loss once: it must run on the measured output tensor and return one
+    number (a loss written for a whole dict, tuple or ModelOutput fails here, not later)."""
     try:
         scalar_loss(loss, outputs, labels, where)
     except NNGaugeError:
         raise
-    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
-        raise invalid(where, "loss(outputs, labels) running on the measured outputs "
-                      f"{tuple(outputs.shape)} and the labels {tuple(labels.shape)} "
-                      f"({labels.dtype})", f"{type(exc).__name__}: {exc}",
-                      "make the loss accept the output tensor output= selects and the "
-                      "data's labels, or pass loss='auto'") from exc
+    except (TypeError, ValueError, RuntimeError, IndexError, KeyError, AttributeError) as exc:
+        raise invalid(where, "loss(outputs, labels) running on the measured output, the tensor "
+                      f"output= selects ({selected}), of shape {tuple(outputs.shape)}, and the "
+                      f"labels {tuple(labels.shape)} ({labels.dtype})",
+                      f"{type(exc).__name__}: {exc}",
+                      "write the loss for that tensor (it never receives the whole dict, tuple "
+                      "or ModelOutput), select another entry with output=, or pass "
+                      "loss='auto'") from exc
 
 
 def _reshaped(loss: LossFn) -> LossFn:
@@ -181,7 +193,7 @@ def model_loss(adapter: Any, loss: Loss, x: torch.Tensor, labels: torch.Tensor
     for the model) and ``labels``, all the labels of the measure."""
     with torch.no_grad():
         out = adapter(x[:2])
-    return resolve_loss(loss, out, labels, adapter.where)
+    return resolve_loss(loss, out, labels, adapter.where, selected=adapter.mode.output)
 
 
 def with_labels(data: Any, labels: Any, where: str) -> Any:
@@ -237,6 +249,6 @@ def scalar_loss(loss_fn: LossFn, outputs: torch.Tensor, labels: torch.Tensor,
     return value.reshape(())
 
 
-__all__ = ["LOSS", "LOSSES", "Loss", "LossFn", "LossName", "check_class_labels", "check_labels",
-           "flat_scores", "labelled_batches", "labelled_tensors", "mean_loss", "model_loss",
+__all__ = ["CALLABLE_RECEIVES", "LOSS", "LOSSES", "Loss", "LossFn", "LossName",
+           "check_class_labels", "check_labels", "flat_scores", "labelled_batches", "labelled_tensors", "mean_loss", "model_loss",
            "one_hot_mse", "per_sample_loss", "resolve_loss", "scalar_loss", "with_labels"]

@@ -78,7 +78,8 @@ def te_nas(model: nn.Module, data: Any, labels: Any = None, *, batch_size: int =
         params = trainable(adapter, names, "te_nas differentiates the outputs by the weights",
                            weights_only=True)
         x = adapter.measured(batch.inputs)
-        plan = plan_ntk(len(x), 1, sum(p.numel() for _, p in params), n_probes=1)
+        plan = plan_ntk(len(x), 1, sum(p.numel() for _, p in params), n_probes=1,
+                        per_sample=not adapter.coupled)
 
         def summed(xs: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
             return adapter(xs, raw).reshape(len(xs), -1).sum(1, keepdim=True)

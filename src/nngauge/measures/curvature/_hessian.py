@@ -288,6 +288,9 @@ def hessian(
             measure: docs/api.md, "The loss". Changed in 0.2: the default was
             "cross_entropy" (the same values for integer labels; floating targets, refused
             then, now get "auto").
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         top_k: eigenvalues wanted (1 <= top_k <= n).
         trace: estimate tr(H).
         density: estimate the spectral density.

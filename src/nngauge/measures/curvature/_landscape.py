@@ -274,6 +274,9 @@ def loss_landscape(
             ``torch.func`` (no ``.item()``, no branching on values). The same rule in every
             measure: docs/api.md, "The loss". Changed in 0.2: "auto" on floating targets was
             "mse"; its values are now the output width times those.
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         accuracy: also report accuracies (integer labels only).
         include_bias_bn: also move one-dimensional parameters (see above).
         layers: "filter", "layer", "random" and "pca" move only the parameters of these

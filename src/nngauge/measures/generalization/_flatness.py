@@ -220,6 +220,9 @@ def flatness(
         loss: what the ascent climbs (and ``criterion="loss"`` reads): "auto" (the mean
             cross-entropy for integer labels), "cross_entropy", "mse" or a callable, as
             :func:`nngauge.sharpness`'s (docs/api.md, "The loss").
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         max_samples: the first this many points of ``data`` (None: all).
         chunk_size: Gaussian perturbations per vmapped pass (None: 10).
         eval_batch_size: points per forward pass when scoring all the points ("sharpness").

@@ -112,6 +112,9 @@ def gradient_noise(
         loss: "auto" (default: the mean cross-entropy for integer labels), "cross_entropy",
             "mse" or a callable ``loss(outputs, labels)`` returning the batch's mean loss, run
             under ``torch.func`` transforms (docs/api.md, "The loss").
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         max_samples: the first this many points of ``data`` (None: all), before shuffling.
         chunk_size: mini-batches per vmapped pass (None: as many as keep the stacked gradients
             under 2**24 numbers).

@@ -275,6 +275,9 @@ def sharpness(
             ``loss(outputs, labels)`` returning the batch's mean loss as one number (e.g.
             ``F.cross_entropy``), with ``outputs`` the measured output tensor (``output=``).
             The same rule in every measure: docs/api.md, "The loss".
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         alpha: box size factor (paper: 5e-4).
         n_iter, lr, momentum, batch_size: the ascent's steps, step size, momentum and
             mini-batch (paper: 2000, 0.01, 0.9, 64).
@@ -384,6 +387,9 @@ def expected_sharpness(
             ``outputs`` the measured output tensor (``output=``); it runs under
             ``torch.func.vmap`` (torch's functional losses do; no ``.item()``). The same rule
             in every measure: docs/api.md, "The loss".
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         n_probes: number of weight perturbations, the estimator's random draws (paper: 1000).
         batch_size: points per perturbation (paper: 64).
         noise: "relative" or "isotropic".
@@ -473,6 +479,9 @@ def pac_bayes(
         loss: "auto" (default), "cross_entropy", "mse" or a callable ``loss(outputs,
             labels)`` returning the batch's mean loss as one number, run under
             ``torch.func.vmap``: as :func:`expected_sharpness` (docs/api.md, "The loss").
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         delta: confidence parameter in (0, 1).
         eval_batch_size: points per forward pass when computing L(w) on all the data.
         Others (data, labels, n_probes, batch_size, noise, method, chunk_size, output,

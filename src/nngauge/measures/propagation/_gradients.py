@@ -106,6 +106,9 @@ def gradient_metrics(
             ``outputs`` the measured output tensor (``output=``). The same rule in every
             measure: docs/api.md, "The loss". (The deprecated ``loss_fn=`` returned
             per-sample losses; it is turned into their mean.)
+            A callable receives the tensor ``output=`` selects (the ``"logits"`` entry of a dict or
+            ModelOutput by default, never the whole output): docs/api.md, "What a loss callable
+            receives".
         batch_size, n_batches, output, input_module, norm_mode, dropout, generator: as in
             :func:`nngauge.nlc` (the gradient is taken with respect to the measured input).
         n_iter: Lanczos steps for the Jacobian operator norm.
@@ -127,7 +130,7 @@ def gradient_metrics(
                 raise invalid(where, "labels with the inputs (a loss needs them)", "inputs only",
                               "pass (inputs, labels), labels=, or a Dataset of pairs")
             targets = step.labels.to(y.device)
-            loss_fn, _ = resolve_loss(loss, y, targets, where)
+            loss_fn, _ = resolve_loss(loss, y, targets, where, selected=adapter.mode.output)
             total = loss_fn(y, targets) * len(x)  # the sum of the samples' losses
             (grad,) = torch.autograd.grad(total, x, retain_graph=True)
             sq_total += float(grad.detach().to(torch.float64).pow(2).sum())

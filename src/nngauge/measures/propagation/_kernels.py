@@ -175,7 +175,8 @@ def kernel_conditioning(
             if n_params == 0:
                 skipped[name] = "the model has no trainable parameter"
                 continue
-            plan = plan_ntk(len(x), h[0].numel(), n_params, n_probes=n_probes)
+            plan = plan_ntk(len(x), h[0].numel(), n_params, n_probes=n_probes,
+                            per_sample=not adapter.coupled)
             gram = empirical_ntk(_layer_value(adapter, chosen, name), adapter.model, x,
                                  batch.inputs, plan, per_sample=not adapter.coupled,
                                  generator=generator, note=adapter.note)
