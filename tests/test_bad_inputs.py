@@ -292,22 +292,11 @@ def test_a_violation_is_refused_before_any_work(value, monkeypatch):
     assert calls == []
 
 
-KNOWN_SILENT = {
-    ("proxies.te_nas", "scalar_output"):
-        "te_nas runs the model only under torch.func's per-sample transforms, where a scalar "
-        "per sample cannot be told from a sum over the batch (and per-sample gradients give "
-        "the value of the per-sample model)",
-}
-"""Generated calls not yet refused, with why (each an xfail that must keep failing)."""
-
-
 def _census_cases():
     from bad_input_census import calls
 
     for cell, case in calls():
-        reason = KNOWN_SILENT.get((cell, case))
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        yield pytest.param(cell, case, id=f"{cell}-{case}", marks=marks)
+        yield pytest.param(cell, case, id=f"{cell}-{case}")
 
 
 @pytest.mark.parametrize("cell, case", list(_census_cases()))

@@ -300,7 +300,7 @@ class Reproduction:
             raise invalid(where, f"generator {SEED.expected()}", f"generator={generator!r}",
                           "pass e.g. generator=0 (the default)")
         seed = None if isinstance(generator, torch.Generator) else generator
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         computed = self.compute(scale, torch_generator(generator))
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
@@ -308,18 +308,21 @@ class Reproduction:
         self._save_png(computed, png_path)
         page = self.pages(computed, out) if self.pages is not None else None
         seconds = time.perf_counter() - start
+        cpu = None if cpu_start is None else _cpu_seconds() - cpu_start
         verdict = self.judge(computed) if self.judge is not None else None
         readme_path = out / "README.md"
-        readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page),
-                               encoding="utf-8")
+        readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page,
+                                           cpu_seconds=cpu), encoding="utf-8")
         return ReproductionResult(self.name, scale, computed, tuple(self.differences[scale]),
                                   csv_path, png_path, seconds, readme_path, verdict)
 
     def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
-               verdict: Optional[Verdict] = None, page: Optional[Path] = None) -> str:
-        """The Markdown page written beside the CSV and the PNG: what was rebuilt and how, the
-        paper's claim and our verdict, our numbers beside the paper's, and every deviation
-        from the paper with its reason."""
+               verdict: Optional[Verdict] = None, page: Optional[Path] = None, *,
+               cpu_seconds: Optional[float] = None) -> str:
+        """The Markdown page written beside the CSV and the PNG: what was rebuilt and how (its
+        wall-clock time, and the CPU time of this process and its finished workers, which
+        other load on the machine does not inflate), the paper's claim and our verdict, our
+        numbers beside the paper's, and every deviation from the paper with its reason."""
         command = f"nngauge reproduce {self.name} --scale {scale}"
         command += f" --seed {seed}" if seed is not None else ""
         lines = [f"# {self.name}: {self.target}", "", f"{self.paper}, {self.target}.", "",
@@ -330,6 +333,7 @@ class Reproduction:
             lines += [f"**Verdict: {verdict.status}.** {verdict.reason}", ""]
         lines += [
                  f"Rebuilt by `{command}` in {seconds:.1f} s"
+                 + ("" if cpu_seconds is None else f" ({cpu_seconds:.0f} s of CPU)")
                  + ("" if seed is not None else " (seeded by the caller's generator)") + ".",
                  "", f"Files: `{self.name}.csv` (columns: {', '.join(computed.columns)}; "
                  f"{len(computed.rows)} rows), `{self.name}.png`"
@@ -354,6 +358,18 @@ class Reproduction:
         figure.suptitle(textwrap.fill(f"{self.name}: {self.target} of {self.paper}", 150),
                         fontsize=8)
         figure.savefig(path, dpi=100)
+
+
+def _cpu_seconds() -> Optional[float]:
+    """User + system CPU seconds of this process and its finished children (a reproduction's
+    worker processes, once its pool has shut down); None where the platform has no
+    ``resource`` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
