@@ -368,8 +368,8 @@ def _cpu_seconds() -> Optional[float]:
         import resource
     except ImportError:
         return None
-    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
-               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import sys
 from dataclasses import dataclass, field
@@ -288,17 +289,14 @@ def load_spec(path: Union[str, Path]) -> StudySpec:
         raise InvalidInputError(f"{where} expected an existing {kind} file; got {str(path)!r} "
                                 "(not found). Fix: check the path, e.g. examples/study_small.toml.")
     if kind == "JSON":
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"{where} expected valid JSON in {path}; got a parse error: "
-                                    f"{exc}. Fix: correct the syntax.") from None
-        return parse_spec(raw, default_name=path.stem)
-    toml = _toml()
+        loads, error = json.loads, json.JSONDecodeError
+    else:
+        toml = _toml()
+        loads, error = toml.loads, toml.TOMLDecodeError
     try:
-        raw = toml.loads(path.read_text(encoding="utf-8"))
-    except (toml.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{where} expected valid TOML in {path}; got a parse error: "
+        raw = loads(path.read_text(encoding="utf-8"))
+    except (error, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{where} expected valid {kind} in {path}; got a parse error: "
                                 f"{exc}. Fix: correct the syntax.") from None
     return parse_spec(raw, default_name=path.stem)
 
@@ -426,8 +424,6 @@ def _measure_options(raw: dict, taken: set) -> tuple:
     """``[measures.options]`` validated: a table per measure the study takes, of keywords of
     its function (checked against the function's declared constraints), none the study gives
     itself (:data:`STUDY_KEYWORDS`) or a variant of the measure sets (flatness' ``kind``)."""
-    import inspect
-
     from nngauge._constraints import declared
     from nngauge.studies._units import DERIVED, RULES
 
