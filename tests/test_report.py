@@ -425,7 +425,11 @@ def test_cli_measures_a_token_model_and_an_image_model(monkeypatch, capsys, tmp_
         main()
         out = json.loads((tmp_path / "r.json").read_text())
         assert not out["failed_sections"], out["failed_sections"]
-        assert "section(s) failed" in capsys.readouterr().out
+        assert out["peak_memory_bytes"] > 2**20  # the process's resident peak
+        printed = capsys.readouterr()
+        assert "section(s) failed" in printed.out and "(budget 10 s), peak memory " in printed.out
+        assert printed.err.startswith("plan: one forward and backward pass costs ")
+        assert "budget 10 s: nlc " in printed.err  # each section's seconds, up front
     code, _, err = _cli(monkeypatch, capsys, f"{path}:cnn", "--data", "digits:image",
                         "--mode", "sideways", "--out", str(tmp_path / "x.html"))
     assert code == 2 and "--mode one of train, eval, frozen" in err

@@ -28,6 +28,7 @@ from nngauge.zoo import (
     lstm_classifier,
     mobilenet_block_net,
     resnet18,
+    resnet50,
     resnet_small,
     sample_inputs,
     sample_labels,
@@ -240,6 +241,48 @@ def test_resnet18_stems_and_sizes():
         resnet18(stem="tiny")
     with pytest.raises(InvalidInputError):
         resnet18(layout="keras")
+
+
+def test_resnet50_counts_and_layouts():
+    """torchvision's and timm's resnet50 have 25,557,032 parameters with 1,000 classes (each
+    library's own count); Bottleneck blocks expand by 4, the layouts name their activations
+    as each library does, and compute the same function."""
+    for layout in ("torchvision", "timm"):
+        assert sum(p.numel() for p in resnet50(1000, layout=layout).parameters()) == 25_557_032
+    small = dict(width=4, blocks=(1, 2, 1, 1))
+    tv, timm = resnet50(**small).eval(), resnet50(layout="timm", **small).eval()
+    assert [len(getattr(tv, f"layer{i}")) for i in range(1, 5)] == [1, 2, 1, 1]
+    assert tv.layer2[1].conv3.out_channels == 4 * 8 and hasattr(timm.layer2[1], "act3")
+    calls = count_calls(tv.layer2[1].relu)
+    x = torch.randn(3, 3, 32, 32)
+    torch.testing.assert_close(tv(x), timm(x))
+    assert len(calls) == 3  # one relu module called three times a block
+
+
+def test_resnet50_zero_init_last_makes_each_block_its_shortcut():
+    """timm's default: each Bottleneck's last BatchNorm scale is zero, so a block without a
+    projection returns relu(its input), which for a post-ReLU input is the input itself."""
+    model = resnet50(width=4, blocks=(2, 1, 1, 1), zero_init_last=True).eval()
+    assert all(float(b.bn3.weight.abs().sum()) == 0.0 for layer in
+               (model.layer1, model.layer2, model.layer3, model.layer4) for b in layer)
+    block = model.layer1[1]  # no downsample: 16 channels in and out
+    x = torch.relu(torch.randn(2, 16, 8, 8))
+    torch.testing.assert_close(block(x.clone()), x)
+    assert float(resnet50(width=4, blocks=(1, 1, 1, 1)).layer1[0].bn3.weight.sum()) > 0
+
+
+def test_gpt_tied_embeddings_share_one_parameter():
+    """GPT-2 ties its head to the token embedding: one parameter, counted once (GPT-2 small:
+    124,439,808 parameters, Hugging Face's count for gpt2)."""
+    tied = gpt(64, 16, dim=32, depth=1, heads=2, tie_embeddings=True)
+    untied = gpt(64, 16, dim=32, depth=1, heads=2)
+    assert tied.lm_head.weight is tied.wte.weight
+    assert (sum(p.numel() for p in untied.parameters())
+            - sum(p.numel() for p in tied.parameters())) == 64 * 32
+    tokens = torch.randint(0, 64, (2, 16))
+    assert tied(tokens)["logits"].shape == (2, 16, 64)
+    small = gpt(50257, 1024, dim=768, depth=12, heads=12, tie_embeddings=True)
+    assert sum(p.numel() for p in small.parameters()) == 124_439_808
 
 
 def test_vit_layout():

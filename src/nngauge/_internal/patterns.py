@@ -22,7 +22,18 @@ from nngauge._internal.sites import Site
 from nngauge.errors import invalid
 
 CHUNK_POINTS = 8192
-"""Points per forward pass when a computation streams over many points."""
+"""Most points per forward pass when a computation streams over many points."""
+RECORDED_ELEMENTS = 2**24
+"""Most values (activation codes, or a layer's outputs) one chunk of points may record: a
+chunk holds as many points as fit (:func:`points_per_chunk`), so the memory of a stream stays
+near a fixed amount whatever the network (a ResNet-50 at 224 x 224 records about 10^7 values
+a point)."""
+
+
+def points_per_chunk(values_per_point: int, *, least: int = 1) -> int:
+    """Points per forward pass when each point records ``values_per_point`` values: as many
+    as :data:`RECORDED_ELEMENTS` holds, within [``least``, :data:`CHUNK_POINTS`]."""
+    return max(least, min(CHUNK_POINTS, RECORDED_ELEMENTS // max(1, values_per_point)))
 
 
 @dataclass(frozen=True)

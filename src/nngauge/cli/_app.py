@@ -29,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help is plain text: 'nngauge[timm]' is an extra, not markup
 )
 app.command(name="theory", cls=Command, epilog=epilog(*THEORY_EXAMPLES))(theory)
 app.command(name="report", cls=Command, epilog=epilog(*REPORT_EXAMPLES))(report)

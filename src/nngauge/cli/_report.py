@@ -71,6 +71,7 @@ def report(
 
     Exit status: 0 when the page is written (whatever its verdicts), 2 on bad input, 130 on
     Ctrl-C (the sections finished so far are written, marked as interrupted)."""
+    from nngauge._internal.usage import gibibytes
     from nngauge.data._sources import load_data
     from nngauge.errors import invalid
     from nngauge.nn._sources import load_model
@@ -93,7 +94,7 @@ def report(
                                   output=int(output) if output and output.isdigit() else output,
                                   input_module=input_module, norm_mode=mode, dropout=dropout,
                                   budget=budget, model_name=model, data_name=data,
-                                  progress=step)
+                                  progress=step, planned=_state_plan)
     except ReportInterrupted as stop:  # Ctrl-C: the finished sections are still worth a page
         _write(stop.report, out, json_out)
         typer.echo(f"interrupted: {stop.report.banner}; wrote the partial report to {out}"
@@ -104,8 +105,15 @@ def report(
     sections = {s: sum(x.status == s for x in result.sections) for s in ("failed", "skipped")}
     typer.echo(f"{result.status}: {counts['ok']} ok, {counts['warn']} warn, {counts['bad']} bad"
                f"; {sections['failed']} section(s) failed, {sections['skipped']} skipped"
-               f" in {result.seconds:.1f} s; wrote {out}"
+               f" in {result.seconds:.1f} s (budget {result.settings.budget:g} s), peak memory "
+               f"{gibibytes(result.peak_memory)}; wrote {out}"
                + (f" and {json_out}" if json_out is not None else ""))
+
+
+def _state_plan(settings) -> None:
+    """Say up front, on stderr, how the budget is shared: each section's seconds and the
+    sections skipped because their least work does not fit."""
+    typer.echo(f"plan: {settings.choices[0]}", err=True)
 
 
 def _require_writable(option: str, path: Path) -> None:

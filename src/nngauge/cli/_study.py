@@ -26,7 +26,7 @@ SUMMARIZE_EXAMPLES = (
 study_app = typer.Typer(cls=Group,
                         help="Architecture studies: measure at init, train, correlate.",
                         epilog=epilog(RUN_EXAMPLES[0], SUMMARIZE_EXAMPLES[0]),
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 
 
 @study_app.command("run", cls=Command, epilog=epilog(*RUN_EXAMPLES))

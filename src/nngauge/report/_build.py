@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from nngauge._constraints import (
+    CALLABLE,
     SEED_OR_GENERATOR,
     Flag,
     Instance,
@@ -30,6 +31,7 @@ from nngauge._constraints import (
 from nngauge._internal.adapter import ModelAdapter
 from nngauge._internal.options import ModelOptions
 from nngauge._internal.sites import block_sites
+from nngauge._internal.usage import gibibytes, peak_memory_bytes
 from nngauge._random import seed_of
 from nngauge._results import plain
 from nngauge._version import __version__
@@ -44,7 +46,13 @@ from nngauge.report._context import (
     SectionBuilder,
     SectionOutput,
 )
-from nngauge.report._plan import JACOBIAN_POSITIONS, check_affordable, measure_cost, plan
+from nngauge.report._plan import (
+    JACOBIAN_POSITIONS,
+    OVERRUN,
+    check_affordable,
+    measure_cost,
+    plan,
+)
 from nngauge.report._sections import SECTION_BUILDERS
 
 
@@ -158,6 +166,9 @@ class Report:
         interrupted: True when Ctrl-C stopped the report before every section ran (see
             :class:`ReportInterrupted`); the page then says so at the top.
         not_run: titles of the sections the interrupt kept from running (empty otherwise).
+        peak_memory: the largest resident memory of the process up to the end of the report,
+            bytes (the model, its data and whatever the process held before included; None
+            where the platform does not say).
     """
 
     model_name: str
@@ -169,6 +180,7 @@ class Report:
     seconds: float
     interrupted: bool = False
     not_run: tuple[str, ...] = ()
+    peak_memory: Optional[int] = None
 
     @property
     def failed(self) -> list[str]:
@@ -237,11 +249,13 @@ class Report:
             "sections": {s.key: {**s.to_dict(), "badge": self.badge(s)}
                          for s in self.sections},
             "quick_changes": self.quick_changes,
-            "timings": {s.key: s.seconds for s in self.sections}, "seconds": self.seconds})
+            "timings": {s.key: s.seconds for s in self.sections}, "seconds": self.seconds,
+            "peak_memory_bytes": self.peak_memory})
 
     def summary(self) -> str:
         """A few lines of text: the status, the time, then one line per verdict."""
-        lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections)"]
+        lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections, "
+                 f"peak memory {gibibytes(self.peak_memory)})"]
         if self.interrupted:
             lines.append(f"  {self.banner}")
         lines += [f"  {v.status:>4}  {v.title}: {v.message}"
@@ -293,7 +307,8 @@ def _finite(value: Any) -> Any:
 @constrained(generator=SEED_OR_GENERATOR, batch_size=Maybe(Integer(1)), quick=Flag(),
              budget=Maybe(Real(0, low_open=True)),
              model_name=Maybe(Instance((str,), "a display name", (3,))),
-             data_name=Maybe(Instance((str,), "a display name", (3,))))
+             data_name=Maybe(Instance((str,), "a display name", (3,))),
+             planned=Maybe(CALLABLE))
 def build_report(
     model: nn.Module,
     data: Any,
@@ -311,6 +326,7 @@ def build_report(
     data_name: Optional[str] = None,
     sections: Optional[Sequence[SectionBuilder]] = None,
     progress: Optional[Callable[[str], None]] = None,
+    planned: Optional[Callable[[ReportSettings], None]] = None,
 ) -> Report:
     """Measure ``model`` on ``data`` and judge it against the papers: the ``nngauge report``.
 
@@ -320,10 +336,13 @@ def build_report(
     this model is kept as a failed section with the error (and the report's status is then
     "incomplete" at best); a model that cannot run on the data at all raises.
 
-    Before the sections run, one forward and backward pass is timed and each section's work
-    (samples, points, evaluations) is fitted to ``budget`` seconds; networks with more than 50
-    layers are measured at the outputs of their blocks. What was chosen is in
-    ``report.settings.choices``.
+    Before the sections run, one forward and backward pass is timed and the ``budget`` is
+    shared between the sections: each gets its least work plus a share of the rest, and when
+    the least work of all does not fit, the costliest sections are skipped, each saying the
+    budget that would run it; each section's work (samples, points, evaluations) is then
+    fitted to its seconds. Networks with more than 50 layers are measured at the outputs of
+    their blocks. What was chosen is in ``report.settings.choices`` (the seconds in
+    ``report.settings.allotted``), the peak memory in ``report.peak_memory``.
 
     Args:
         model: any ``nn.Module`` mapping (b, ...) inputs to outputs; batchnorm runs as found
@@ -340,19 +359,21 @@ def build_report(
         output, input_module, norm_mode, dropout: how the model runs (as in
             :func:`nngauge.nlc`); per-point sections (trajectory, transitions) freeze batch
             statistics on the data when batchnorm would use batch statistics.
-        budget: seconds the sections may spend (default 40, quick 10). A model on which
-            the sections' least work is estimated at more than ten times the budget (a very
-            deep network) is refused with the estimate; a budget that large runs it.
+        budget: seconds the sections may spend (default 40, quick 10), stated up front in
+            the choices. A model on which not even the cheapest section's least work fits
+            ten times the budget is refused with the estimate; a budget that large runs it.
         model_name, data_name: how to name them on the page (default: the class names).
         sections: the builders to run (default :data:`SECTION_BUILDERS`).
         progress: called with each section's title before it runs.
+        planned: called once with the settings the plan chose (its seconds per section,
+            the sections given up, ``choices`` in words), before the first section runs.
 
     Returns:
         A :class:`Report`.
 
     Raises:
-        BudgetExceededError: the least work of the sections is estimated at more than ten
-            times ``budget`` (checked before any section runs; the message gives the budget
+        BudgetExceededError: the least work of the cheapest section is estimated at more than
+            ten times ``budget`` (checked before any section runs; the message gives the budget
             that would run it).
         ReportInterrupted: on Ctrl-C (a ``KeyboardInterrupt`` subclass), with the partial
             report (the sections finished so far) as its ``report``.
@@ -382,15 +403,19 @@ def build_report(
                       model_summary=_summary(model, context), settings=context.settings,
                       verdicts=_verdicts(context, frozenset(b.key for b in not_run)),
                       sections=tuple(done), seconds=time.perf_counter() - start,
-                      interrupted=interrupted, not_run=tuple(b.title for b in not_run))
+                      interrupted=interrupted, not_run=tuple(b.title for b in not_run),
+                      peak_memory=peak_memory_bytes())
 
     kept: set[str] = set()  # results of the finished sections
     try:
         ctx = _context(model, data, settings, where, [b.key for b in builders])
+        if planned is not None:
+            planned(ctx.settings)
+        sections_start = time.perf_counter()
         for builder in builders:
             if progress is not None:
                 progress(builder.title)
-            done.append(_run_section(builder, ctx))
+            done.append(_run_section(builder, ctx, time.perf_counter() - sections_start))
             kept = set(ctx.results)
     except KeyboardInterrupt as exc:  # Ctrl-C: keep what is finished
         if ctx is not None:  # not what the interrupted section had stored before it stopped
@@ -423,7 +448,8 @@ def _context(model: nn.Module, data: Any, settings: ReportSettings, where: str,
         found += tuple(s for s in adapter.sites(batch.inputs, None, default_kinds=("activation",))
                        if s.name not in known)
     changes, choices = plan(settings, cost, n_data=_count(data), n_sites=len(profile),
-                            n_jacobian=len(weights) + 1, grouped=grouped, coupled=coupled)
+                            n_jacobian=len(weights) + 1, grouped=grouped, coupled=coupled,
+                            keys=keys, labelled=batch.labels is not None)
     settings = dataclasses.replace(settings, **changes, choices=tuple(choices))
     return Context(model, data, batch.inputs, settings, sites=found,
                    profile_layers=[s.name for s in profile] if grouped else None,
@@ -438,9 +464,23 @@ def _count(data: Any) -> int:
         return 10**9
 
 
-def _run_section(builder: SectionBuilder, ctx: Context) -> Section:
+def _run_section(builder: SectionBuilder, ctx: Context, spent: float) -> Section:
+    """Run one section, or skip it: when its least work does not fit the budget (the plan
+    gave it up), or when the ``spent`` seconds of the sections before it leave no room for
+    its allotted seconds within :data:`OVERRUN` times the budget."""
     start = time.perf_counter()
     status, error, output = "ok", "", SectionOutput()
+    budget = ctx.settings.budget
+    seconds = dict(ctx.settings.allotted).get(builder.key, 0.0)
+    given_up = dict(ctx.settings.given_up)
+    if builder.key in given_up:
+        return Section(builder.key, builder.title, builder.source, "skipped", 0.0, output,
+                       f"over the budget: {given_up[builder.key]}")
+    if seconds and spent + seconds > OVERRUN * budget:
+        return Section(builder.key, builder.title, builder.source, "skipped", 0.0, output,
+                       f"over the budget: the sections before it took {spent:.0f} s of the "
+                       f"{budget:g} s budget, and its {seconds:.3g} s would end past "
+                       f"{OVERRUN:g} times the budget (a larger --budget / budget= runs it)")
     try:
         output = builder.run(ctx)
     except NotApplicable as reason:

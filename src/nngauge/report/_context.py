@@ -55,6 +55,9 @@ class ReportSettings:
             :func:`nngauge.nlc`).
         quick: whether the quick settings were asked for.
         choices: what the report chose to measure from the model's cost, and why.
+        allotted: (section, seconds) the plan gave each section that runs the model.
+        given_up: (section, why) for the sections whose least work does not fit the budget:
+            they are skipped with that reason.
     """
 
     seed: int = 0
@@ -84,6 +87,8 @@ class ReportSettings:
     dropout: bool = False
     quick: bool = False
     choices: tuple[str, ...] = ()
+    allotted: tuple[tuple[str, float], ...] = ()
+    given_up: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def make(cls, *, quick: bool = False, **given: Any) -> "ReportSettings":
@@ -94,6 +99,11 @@ class ReportSettings:
                     budget=10.0) if quick else {}
         base.update({k: v for k, v in given.items() if v is not None})
         return cls(quick=quick, **base)
+
+    def seconds(self, key: str) -> Optional[float]:
+        """The seconds the plan gave section ``key`` (None before planning or for a section
+        the plan does not time)."""
+        return dict(self.allotted).get(key)
 
     @property
     def options(self) -> dict[str, Any]:

@@ -10,21 +10,29 @@ at the outputs of their blocks (residual blocks, transformer layers) plus the la
 blocks. Every choice is written down, with its reason, in the settings the report prints.
 
 The cost model is coarse on purpose: it is linear in samples, in passes and in measured
-layers; a forward-mode probe counts as two forward and backward passes, a Lanczos step of a
-layer's Jacobian (a forward-mode and a backward product through the layer's prefix, half the
-network on average) as one, a sampled-transitions evaluation
-(small batches, every activation's input recorded) as one, an exact linear piece (of a
-segment or of a plane) as five further samples of a batch (the per-pass overhead, timed on
-two samples, is shared by a chunk of pieces), a grid cell of the regions' picture as four, a
-Hessian-vector product as ten (per-pass overhead included), a point of the loss slice as one.
+layers; an NLC sample counts as :data:`NLC_PASSES` forward and backward passes, a Lanczos
+step of a layer's Jacobian (a forward-mode and a backward product through the layer's prefix,
+half the network on average) as one, a sampled-transitions evaluation as
+:data:`SAMPLED_PASSES`, an exact linear piece (of a segment or of a plane) as five further
+samples of a batch (the per-pass overhead, timed on two samples, is shared by a chunk of
+pieces), a grid cell of the regions' picture as four, a Hessian-vector product as ten
+(per-pass overhead included), a point of the loss slice as one.
 
-A budget is a target: each section keeps a least amount of work (a few samples, ten power
-iterations, eight Lanczos steps...) whatever the budget, so a report on a very deep network
-can overrun it. Before anything else, :func:`check_affordable` counts the passes of the model
-that least work makes and times one pass; a report estimated at more than
-:data:`REFUSE_FACTOR` times its budget is refused with that estimate
-(:class:`~nngauge.errors.BudgetExceededError`) instead of running for hours: a larger budget
-runs it anyway.
+The budget is shared in two steps (:func:`allot`). Each section has a least amount of work
+(a few samples, ten Lanczos steps, sixteen labelled samples...: :func:`least_seconds`), below
+which its numbers mean little. If the least work of every section fits the budget, each
+section gets its least work plus its share (:data:`SHARES`) of the rest; if not, the sections
+with the costliest least work are given up first, each skipped with the seconds it needs and
+the budget that would run it, until the rest fits. The sizes are then chosen within each
+section's seconds, and the sections that bound their own time (exact transitions and regions)
+are given those seconds as a limit. While the report runs, a section is skipped when the
+sections before it have overrun so far that its seconds no longer fit within
+:data:`OVERRUN` times the budget.
+
+Before anything else, :func:`check_affordable` times one pass of two samples and refuses a
+report on which not even the cheapest section's least work fits :data:`REFUSE_FACTOR` times
+the budget (:class:`~nngauge.errors.BudgetExceededError`, with the budget that would run it),
+instead of spending minutes finding the layers of a network it cannot measure.
 """
 
 from __future__ import annotations
@@ -63,6 +71,18 @@ PRODUCT_PASSES = 10
 """A Hessian-vector product's cost in forward and backward passes (see :func:`_loss_plan`)."""
 CAPTURE_ELEMENTS = 2**26
 """Largest number of values the correlation section may hold (samples x layer outputs)."""
+CODE_ELEMENTS = 2**30
+"""Largest number of activation codes (one byte each) the exact regions of a plane may hold
+(pieces x the layer outputs a sample records, a proxy for its activation units: a ResNet-50
+at 224 x 224 records 6 million values a sample at its block outputs and has about 10 million
+ReLU units)."""
+SAMPLED_PASSES = 1.5
+"""A sampled-transitions evaluation's cost in forward and backward passes of one sample (every
+activation recorded and hashed, small batches: measured 1.4 on a ResNet-50 at 224 x 224)."""
+NLC_PASSES = 4.0
+"""An NLC sample's cost in forward and backward passes: a forward-mode probe with every
+measured layer's statistics (measured 3.7 on a ResNet-50 at 224 x 224, batch 32, 20 layers;
+1.7 for the output alone)."""
 LOSS_MIN_STEPS = 8
 """Fewest Lanczos steps the loss-surface section is given when the budget is short."""
 LOSS_MIN_PROBES = 6
@@ -70,8 +90,11 @@ LOSS_MIN_PROBES = 6
 LOSS_MIN_POINTS = 21
 """Fewest points of the loss slice when the budget is short (odd: alpha = 0 is one)."""
 REFUSE_FACTOR = 10.0
-"""A report whose least work (:func:`least_passes`) is estimated at more than this many times
-its budget is refused rather than run."""
+"""A report whose cheapest section's least work (:func:`least_seconds`) is estimated at more
+than this many times its budget is refused rather than run."""
+OVERRUN = 1.5
+"""While the report runs, a section whose seconds would end past this many times the budget
+(the sections before it having overrun their estimates) is skipped, saying so."""
 
 
 @dataclass(frozen=True)
@@ -123,34 +146,64 @@ def _timed_pass(adapter, batch: torch.Tensor, sites) -> tuple[float, dict]:
     return 3 * (time.perf_counter() - start), values
 
 
-def least_passes(settings: Any, keys: Sequence[str], labelled: bool) -> dict[str, int]:
-    """Passes of the model (a forward and a backward pass each) that the sections ``keys``
-    make at the least, whatever the budget, by section: one per section, a forward-mode probe
-    (two) per NLC batch, :data:`MIN_ITERATIONS` Lanczos steps (:data:`LANCZOS_STEP_PASSES`
-    each) at :data:`MIN_JACOBIAN_POSITIONS` layers for the Jacobian, and on labelled data the
-    loss surface's :data:`LOSS_MIN_STEPS` Lanczos steps (on all samples) and
-    :data:`LOSS_MIN_PROBES` trace products (:data:`PRODUCT_PASSES` each), and its slice of
-    :data:`LOSS_MIN_POINTS` points, on every one of :data:`LOSS_BATCHES` batches. A lower
-    bound: the planned work is at least this."""
-    passes = {key: 1 for key in keys if key != "theory"}  # the theory runs no model
-    if "nlc" in passes:
-        passes["nlc"] = 2 * (settings.n_batches or 1)
-    if "jacobian" in passes:
-        passes["jacobian"] = math.ceil(MIN_ITERATIONS * LANCZOS_STEP_PASSES
-                                       * MIN_JACOBIAN_POSITIONS)
-    if "loss" in passes and labelled:
-        products = (LOSS_MIN_STEPS + LOSS_MIN_PROBES) * PRODUCT_PASSES
-        points = min(LOSS_MIN_POINTS, settings.landscape_steps)
-        passes["loss"] = (products + points) * LOSS_BATCHES
-    return passes
+def least_seconds(settings: Any, cost: Cost, keys: Sequence[str], *, n_data: int,
+                  n_jacobian: int, labelled: bool, coupled: bool) -> dict[str, float]:
+    """Seconds of each section's least work (the sizes the plan never goes below), by
+    section, for the sections ``keys`` that run the model (the theory section does not): the
+    NLC's first batch (:data:`NLC_PASSES` a sample), 16 correlation samples, the
+    Jacobian's :data:`MIN_ITERATIONS` Lanczos steps at :data:`MIN_JACOBIAN_POSITIONS` layers
+    on 4 samples (on the whole batch with batch statistics), the kernels' samples, 65
+    trajectory points, 256 sampled-transition evaluations and 128 exact pieces, a 16 x 16
+    grid and 64 exact pieces of regions, and on labelled data the loss surface at its least
+    (:func:`_loss_plan`)."""
+    c, piece = max(cost.per_sample, 1e-9), _piece(cost)
+    least = {
+        "nlc": NLC_PASSES * min(n_data, settings.batch_size) * (settings.n_batches or 1) * c,
+        "correlations": min(settings.correlation_samples, 16) * c,
+        "jacobian": ((settings.jacobian_samples if coupled else min(4, settings.jacobian_samples))
+                     * min(max(1, n_jacobian), MIN_JACOBIAN_POSITIONS)
+                     * min(settings.power_iterations, MIN_ITERATIONS) * LANCZOS_STEP_PASSES * c),
+        "kernels": settings.kernel_samples * c,
+        "trajectory": min(65, settings.trajectory_points) * c,
+        "transitions": 256 * SAMPLED_PASSES * c + 128 * piece,
+        "regions": 16 * 16 * _cell(cost) + 64 * piece,
+        "loss": _loss_seconds(cost, LOSS_MIN_SAMPLES, steps=LOSS_MIN_STEPS,
+                              probes=LOSS_MIN_PROBES,
+                              points=min(LOSS_MIN_POINTS, settings.landscape_steps),
+                              per_batch=False, coupled=coupled) if labelled else 0.0,
+    }
+    return {key: least[key] for key in keys if key in least}
+
+
+def allot(least: dict[str, float], budget: float) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds for each section, and the sections given up with the budget that would run
+    each.
+
+    While the least work of the sections left exceeds ``budget``, the section with the
+    costliest least work is given up. Each section left gets its least work plus its share
+    (:data:`SHARES`) of the seconds that remain. A section given up runs under a budget of at
+    least the least work of itself and of every section no costlier than it.
+    """
+    running = dict(least)
+    given_up: dict[str, int] = {}
+    while running and sum(running.values()) > budget:
+        key = max(running, key=lambda k: (running[k], list(least).index(k)))
+        running.pop(key)
+        given_up[key] = math.ceil(sum(v for v in least.values() if v <= least[key]))
+    shares = {key: SHARES.get(key, 0.0) for key in running}
+    spare = budget - sum(running.values())
+    total = sum(shares.values())
+    return ({key: running[key] + (spare * shares[key] / total if total else 0.0)
+             for key in running}, given_up)
 
 
 def check_affordable(adapter, raw: torch.Tensor, settings: Any, keys: Sequence[str],
                      labelled: bool, where: str) -> float:
-    """Refuse a report whose least work is over :data:`REFUSE_FACTOR` times its budget, inside
-    ``adapter.active()`` after a first (warm-up) forward pass: the seconds of a forward and
-    backward pass of two samples (the faster of two, on one thread) times
-    :func:`least_passes`.
+    """Refuse a report on which not even the cheapest section's least work
+    (:func:`least_seconds`) fits :data:`REFUSE_FACTOR` times its budget, inside
+    ``adapter.active()`` after a first (warm-up) forward pass, from the seconds of a forward
+    and backward pass of two samples (the faster of two, on one thread): the check that runs
+    before the work that grows with depth (finding the sites, timing the profile).
 
     One thread: a pass of two samples gains little from more, and on a busy machine threads
     waiting for each other make the time of a small multi-threaded pass erratic (measured on
@@ -158,7 +211,7 @@ def check_affordable(adapter, raw: torch.Tensor, settings: Any, keys: Sequence[s
     which would refuse reports that run in seconds.
 
     Returns:
-        The estimate, seconds.
+        The least work of the cheapest section, seconds (0 when no section runs the model).
 
     Raises:
         BudgetExceededError: the estimate and the budget that would run it.
@@ -169,20 +222,40 @@ def check_affordable(adapter, raw: torch.Tensor, settings: Any, keys: Sequence[s
         pass_seconds = min(_timed_pass(adapter, raw[:2], ())[0] for _ in range(2))
     finally:
         torch.set_num_threads(threads)
-    passes = least_passes(settings, keys, labelled)
-    least = sum(passes.values()) * pass_seconds
-    if least > REFUSE_FACTOR * settings.budget:
-        needed = math.ceil(least)
-        largest = max(passes, key=passes.get)
+    per_sample = pass_seconds / 2
+    least = least_seconds(settings, Cost(per_sample, 0, per_sample), keys, n_data=len(raw),
+                          n_jacobian=MIN_JACOBIAN_POSITIONS, labelled=labelled, coupled=False)
+    if not least:
+        return 0.0
+    cheapest = min(least, key=least.get)
+    if least[cheapest] > REFUSE_FACTOR * settings.budget:
+        needed = math.ceil(least[cheapest])
         raise invalid(where, f"a report of about its budget, {settings.budget:g} s (at most "
                       f"{REFUSE_FACTOR:g} times over)",
-                      f"at least {least:.0f} s on this model: {sum(passes.values())} forward and "
-                      f"backward passes of {pass_seconds:.3g} s each (timed on two samples), "
-                      f"{passes[largest]} of them for the {largest!r} section",
+                      f"at least {least[cheapest]:.0f} s on this model for its cheapest "
+                      f"section, {cheapest!r} (a forward and backward pass of two samples "
+                      f"takes {pass_seconds:.3g} s)",
                       f"to run it anyway, give it the time: budget={needed} (nngauge report "
-                      f"--budget {needed}); or leave out sections (sections=), or measure a "
-                      "shallower or narrower network", error=BudgetExceededError)
-    return least
+                      f"--budget {needed}); or measure a shallower or narrower network",
+                      error=BudgetExceededError)
+    return least[cheapest]
+
+
+def _piece(cost: Cost) -> float:
+    """Seconds of an exact linear piece of a segment or of a plane: measured on ResNets and
+    MLPs, about 5 forward and backward passes of a further sample in a batch (reference rows
+    through every op, cuts, max-pooling refinement, checks); the per-pass overhead is shared
+    by a chunk of pieces."""
+    return 5 * max(cost.marginal_per_sample, 1e-9)
+
+
+def _cell(cost: Cost) -> float:
+    """Seconds of a grid cell of the regions' picture: about 4 further samples (measured on
+    ViT and GPT: every activation site recorded and hashed, then the cells of the distinct
+    patterns run again to keep them), and at least one sample's whole pass on small
+    networks, where the recording and grouping dominate (measured 1.3 passes a cell on a
+    depth-10 width-100 MLP: a 256 x 256 grid priced at 0.5 s took 17 s)."""
+    return max(4 * cost.marginal_per_sample, cost.per_sample, 1e-9)
 
 
 def power_of_two_plus_one(limit: float, low: int, high: int) -> int:
@@ -197,96 +270,111 @@ def power_of_two_plus_one(limit: float, low: int, high: int) -> int:
 
 
 def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: int,
-         grouped: bool, coupled: bool = False) -> tuple[dict[str, Any], list[str]]:
-    """The section sizes that fit ``settings.budget`` and why (sentences for the page).
-    ``coupled``: the model runs on batch statistics, so the Jacobian's batch is never cut (its
-    norms would change with it: the demo's growth read 427 on 4 samples, 13 on 50).
+         grouped: bool, coupled: bool = False, keys: Sequence[str] = tuple(SHARES) + ("kernels",),
+         labelled: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """The section sizes that fit ``settings.budget`` and why (sentences for the page), for
+    the sections ``keys``: each section's seconds from :func:`allot`, then its sizes within
+    them. ``coupled``: the model runs on batch statistics, so the Jacobian's batch is never
+    cut (its norms would change with it: the demo's growth read 427 on 4 samples, 13 on 50).
 
     Returns:
-        (changes to apply to the settings, the choices in words).
+        (changes to apply to the settings, the choices in words). The changes include
+        ``allotted`` (section, seconds) and ``given_up`` (section, why), the sections skipped
+        because their least work does not fit the budget.
     """
     budget = settings.budget
     c = max(cost.per_sample, 1e-7)
-    changes: dict[str, Any] = {}
+    least = least_seconds(settings, cost, keys, n_data=n_data, n_jacobian=n_jacobian,
+                          labelled=labelled, coupled=coupled)
+    seconds, given_up = allot(least, budget)
+    changes: dict[str, Any] = {
+        "allotted": tuple(seconds.items()),
+        "given_up": tuple((key, f"its least work takes about {least[key]:.3g} s on this model; "
+                           f"the budget of {budget:g} s does not hold it beside the cheaper "
+                           f"sections (--budget {needed} / budget={needed} runs it)")
+                          for key, needed in given_up.items())}
     choices = [f"one forward and backward pass costs {1e3 * c:.3g} ms per sample "
                f"(timed on {TIMING_SAMPLES} samples; {1e3 * cost.marginal_per_sample:.3g} ms "
-               f"per further sample); budget {budget:g} s"]
+               f"per further sample); budget {budget:g} s: "
+               + ", ".join(f"{key} {value:.3g} s" for key, value in seconds.items())
+               + "".join(f"; {key} skipped (needs --budget {needed})"
+                         for key, needed in given_up.items())]
     if grouped:
         choices.append(f"{n_sites} layers measured: the outputs of the network's blocks and "
                        "the layers outside blocks (more than 50 layers in all)")
-    if settings.n_batches is None:
-        affordable = SHARES["nlc"] * budget / (2 * c)
+
+    def has(key: str) -> bool:
+        return key in seconds
+
+    if settings.n_batches is None and has("nlc"):
+        affordable = seconds["nlc"] / (NLC_PASSES * c)
         batches = max(1, min(math.ceil(n_data / settings.batch_size),
                              int(affordable // settings.batch_size)))
         changes["n_batches"] = batches
         choices.append(f"NLC: {batches} batch(es) of {settings.batch_size} "
                        f"({min(n_data, batches * settings.batch_size)} samples), one "
                        "forward-mode probe each")
-    memory = CAPTURE_ELEMENTS // max(cost.recorded_per_sample, 1)
-    correlations = int(min(settings.correlation_samples, memory,
-                           max(16, SHARES["correlations"] * budget / c)))
-    changes["correlation_samples"] = max(2, correlations)
-    choices.append(f"correlations: {changes['correlation_samples']} samples")
-    jacobian, iterations, positions = _jacobian_plan(settings, c, n_jacobian, coupled)
-    if iterations != settings.power_iterations:
-        changes["power_iterations"] = iterations
-    changes["jacobian_samples"] = jacobian
-    changes["jacobian_positions"] = positions
-    choices.append(f"Jacobian norms: {jacobian} samples at {positions} layers"
-                   + (f" (of {n_jacobian}, evenly spaced)" if positions < n_jacobian else "")
-                   + f", at most {iterations} Lanczos steps to relative error "
-                   f"{settings.jacobian_tol:g}" + (
-                       " (batch statistics: the norms depend on the batch size, so it is kept "
-                       "and the iterations, then the layers, are cut instead)" if coupled
-                       else ""))
-    points = power_of_two_plus_one(SHARES["trajectory"] * budget / c, 65,
-                                   settings.trajectory_points)
-    changes["trajectory_points"] = points
-    choices.append(f"trajectory length: at most {points} points")
-    # half the share for each method: the exact one first, the sampled one if it gives up
-    share = SHARES["transitions"] * budget / 2
-    evaluations = int(min(settings.transition_evaluations, max(256, share / c)))
-    changes["transition_evaluations"] = evaluations
-    # measured on ResNets and MLPs: an exact piece costs about 5 forward and backward passes
-    # of a further sample in a batch (reference rows through every op, cuts, max-pooling
-    # refinement, checks); the per-pass overhead is shared by a chunk of pieces
-    piece = 5 * max(cost.marginal_per_sample, 1e-7)
-    pieces = int(min(settings.transition_pieces, max(128, share / piece)))
-    changes["transition_pieces"] = pieces
-    choices.append(f"transitions: exact up to {pieces} linear pieces, else sampled with at "
-                   f"most {evaluations} evaluations")
-    # a plane's piece carries a polygon through the same operations as a segment's piece;
-    # a grid cell costs about 4 further samples (measured on ViT and GPT: every activation
-    # site recorded and hashed, then the cells of the distinct patterns run again to keep
-    # them), and at least one sample's whole pass on small networks, where the recording and
-    # grouping dominate (measured 1.3 passes a cell on a depth-10 width-100 MLP: a 256 x 256
-    # grid priced at 0.5 s took 17 s)
-    share = SHARES["regions"] * budget
-    changes["region_pieces"] = int(min(settings.region_pieces, max(64, share / piece)))
-    cell = max(4 * cost.marginal_per_sample, cost.per_sample, 1e-7)
-    changes["region_resolution"] = int(min(settings.region_resolution,
-                                           max(16, math.sqrt(share / cell))))
-    choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "
-                   f"{changes['region_resolution']} x {changes['region_resolution']} grid")
-    changes.update(_loss_plan(settings, cost, SHARES["loss"] * budget, coupled))
-    choices.append(f"loss surface (labelled data only): {changes['loss_samples']} samples in "
-                   f"{changes['loss_batches']} batch(es), {changes['hessian_steps']} Lanczos "
-                   "steps, "
-                   f"{changes['hessian_probes']} trace products, a slice of "
-                   f"{changes['landscape_steps']} points" + (
-                       "" if changes["hessian_per_batch"] else
-                       "; no per-batch top eigenvalues (their interval would cost as much as "
-                       "the top eigenvalue itself)"))
+    if has("correlations"):
+        memory = CAPTURE_ELEMENTS // max(cost.recorded_per_sample, 1)
+        correlations = int(min(settings.correlation_samples, memory,
+                               max(16, seconds["correlations"] / c)))
+        changes["correlation_samples"] = max(2, correlations)
+        choices.append(f"correlations: {changes['correlation_samples']} samples")
+    if has("jacobian"):
+        jacobian, iterations, positions = _jacobian_plan(settings, seconds["jacobian"], c,
+                                                         n_jacobian, coupled)
+        if iterations != settings.power_iterations:
+            changes["power_iterations"] = iterations
+        changes["jacobian_samples"] = jacobian
+        changes["jacobian_positions"] = positions
+        choices.append(f"Jacobian norms: {jacobian} samples at {positions} layers"
+                       + (f" (of {n_jacobian}, evenly spaced)" if positions < n_jacobian else "")
+                       + f", at most {iterations} Lanczos steps to relative error "
+                       f"{settings.jacobian_tol:g}" + (
+                           " (batch statistics: the norms depend on the batch size, so it is "
+                           "kept and the iterations, then the layers, are cut instead)"
+                           if coupled else ""))
+    if has("trajectory"):
+        points = power_of_two_plus_one(seconds["trajectory"] / c, 65,
+                                       settings.trajectory_points)
+        changes["trajectory_points"] = points
+        choices.append(f"trajectory length: at most {points} points")
+    if has("transitions"):  # half the seconds for each method: the exact one first
+        half = seconds["transitions"] / 2
+        evaluations = int(min(settings.transition_evaluations,
+                              max(256, half / (SAMPLED_PASSES * c))))
+        changes["transition_evaluations"] = evaluations
+        pieces = int(min(settings.transition_pieces, max(128, half / _piece(cost))))
+        changes["transition_pieces"] = pieces
+        choices.append(f"transitions: exact up to {pieces} linear pieces (at most {half:.3g} s),"
+                       f" else sampled with at most {evaluations} evaluations")
+    if has("regions"):  # a plane's piece carries a polygon as a segment's piece does
+        share = seconds["regions"]
+        memory = CODE_ELEMENTS // max(cost.recorded_per_sample, 1)
+        changes["region_pieces"] = int(min(settings.region_pieces, max(64, memory),
+                                           max(64, share / _piece(cost))))
+        changes["region_resolution"] = int(min(settings.region_resolution,
+                                               max(16, math.sqrt(share / _cell(cost)))))
+        choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "
+                       f"{changes['region_resolution']} x {changes['region_resolution']} grid")
+    if has("loss") and labelled:
+        changes.update(_loss_plan(settings, cost, seconds["loss"], coupled))
+        choices.append(f"loss surface (labelled data only): {changes['loss_samples']} samples "
+                       f"in {changes['loss_batches']} batch(es), {changes['hessian_steps']} "
+                       f"Lanczos steps, {changes['hessian_probes']} trace products, a slice of "
+                       f"{changes['landscape_steps']} points" + (
+                           "" if changes["hessian_per_batch"] else
+                           "; no per-batch top eigenvalues (their interval would cost as much "
+                           "as the top eigenvalue itself)"))
     return changes, choices
 
 
-def _jacobian_plan(settings: Any, c: float, n_jacobian: int, coupled: bool
+def _jacobian_plan(settings: Any, share: float, c: float, n_jacobian: int, coupled: bool
                    ) -> tuple[int, int, int]:
     """Samples, Lanczos steps and layers (the output included) of the Jacobian section
-    within its share. Without batch statistics the samples are cut first (to at least 4);
-    with them the batch is kept (the norms depend on its size) and the steps are cut to
+    within ``share`` seconds. Without batch statistics the samples are cut first (to at least
+    4); with them the batch is kept (the norms depend on its size). Then the steps are cut to
     :data:`MIN_ITERATIONS`, then the layers to :data:`MIN_JACOBIAN_POSITIONS`."""
-    share = SHARES["jacobian"] * settings.budget
     iterations, positions = settings.power_iterations, max(1, n_jacobian)
     per_sample = positions * iterations * LANCZOS_STEP_PASSES * c
     if coupled:
@@ -294,37 +382,48 @@ def _jacobian_plan(settings: Any, c: float, n_jacobian: int, coupled: bool
     else:
         jacobian = int(min(settings.jacobian_samples, max(4, share / per_sample)))
     if jacobian * per_sample > share:  # fewer iterations, then
-        iterations = max(MIN_ITERATIONS, int(iterations * share / (jacobian * per_sample)))
+        iterations = max(min(iterations, MIN_ITERATIONS),
+                         int(iterations * share / (jacobian * per_sample)))
     at_least = jacobian * positions * iterations * LANCZOS_STEP_PASSES * c
-    if coupled and at_least > share:  # fewer layers, then
+    if at_least > share:  # fewer layers, then
         positions = min(positions, max(MIN_JACOBIAN_POSITIONS,
                                        int(positions * share / at_least)))
     return jacobian, iterations, positions
 
 
+def _loss_seconds(cost: Cost, samples: int, *, steps: int, probes: int, points: int,
+                  per_batch: bool, coupled: bool) -> float:
+    """Seconds of the loss-surface section: a curvature product runs every batch
+    (:data:`LOSS_BATCHES`, or one batch without the per-batch runs and without batch
+    statistics) and costs about :data:`PRODUCT_PASSES` passes of its samples plus as many
+    per-pass overheads (measured on ResNets: a double backward through convolutions and
+    batchnorm); Lanczos runs on all samples and, for the interval (``per_batch``), again on
+    each batch; a point of the slice is one pass."""
+    overhead = max(cost.per_sample - cost.marginal_per_sample, 0.0) * TIMING_SAMPLES
+    batches = LOSS_BATCHES if per_batch or coupled else 1
+    passes = ((2 if per_batch else 1) * steps + probes) * PRODUCT_PASSES + points
+    return passes * (batches * overhead + samples * cost.marginal_per_sample)
+
+
 def _loss_plan(settings: Any, cost: Cost, share: float, coupled: bool = False
                ) -> dict[str, Any]:
     """Samples, Lanczos steps, trace products, slice points and whether each batch gets its
-    own top eigenvalue (the interval over batches), within ``share`` seconds. A curvature
-    product runs every batch (:data:`LOSS_BATCHES`) and costs about :data:`PRODUCT_PASSES`
-    passes of its samples plus as many per-pass overheads (measured on ResNets: a double
-    backward through convolutions and batchnorm); Lanczos runs on all samples and, for the
-    interval, again on each batch. Past the share at the fewest samples (:data:`LOSS_MIN_SAMPLES`),
-    steps and products shrink together (to at least :data:`LOSS_MIN_STEPS` and
-    :data:`LOSS_MIN_PROBES`); past it still, the per-batch runs go (the top eigenvalue of all
-    samples stays) and, without batch statistics (``coupled`` False), the samples run as one
-    batch (saving the per-pass overhead of the others), then the slice shrinks to
-    :data:`LOSS_MIN_POINTS` points."""
+    own top eigenvalue (the interval over batches), within ``share`` seconds
+    (:func:`_loss_seconds`). Past the share at the fewest samples
+    (:data:`LOSS_MIN_SAMPLES`), steps and products shrink together (to at least
+    :data:`LOSS_MIN_STEPS` and :data:`LOSS_MIN_PROBES`); past it still, the per-batch runs go
+    (the top eigenvalue of all samples stays) and, without batch statistics (``coupled``
+    False), the samples run as one batch (saving the per-pass overhead of the others), then
+    the slice shrinks to :data:`LOSS_MIN_POINTS` points."""
     steps, probes = settings.hessian_steps, settings.hessian_probes
     points, per_batch = settings.landscape_steps, True
-    overhead = max(cost.per_sample - cost.marginal_per_sample, 0.0) * TIMING_SAMPLES
+
+    def seconds(samples: int) -> float:
+        return _loss_seconds(cost, samples, steps=steps, probes=probes, points=points,
+                             per_batch=per_batch, coupled=coupled)
 
     def batches() -> int:
         return LOSS_BATCHES if per_batch or coupled else 1
-
-    def seconds(samples: int) -> float:
-        passes = ((2 if per_batch else 1) * steps + probes) * PRODUCT_PASSES + points
-        return passes * (batches() * overhead + samples * cost.marginal_per_sample)
 
     fewest = seconds(LOSS_MIN_SAMPLES)
     if fewest <= share:

@@ -72,8 +72,8 @@ def regions_section(ctx: Context) -> SectionOutput:
     ctx.results["regions"] = result
     out = SectionOutput(result, [_partition_figure(result, points)],
                         [_per_depth_table(ctx, result)], notes + mode_notes(result))
-    if result.method == "exact":
-        density = _density(ctx, points, options)
+    density = _density(ctx, points, options, notes) if result.method == "exact" else None
+    if density is not None:
         ctx.results["region_density"] = density
         out.tables.append(Table("Regions near the data", ("quantity", "value"), (
             ("linear regions per unit length", format_value(density.density)),
@@ -115,12 +115,21 @@ def _exact_or_grid(ctx: Context, through, options: dict[str, Any], notes: list[s
                    **options)
 
 
-def _density(ctx: Context, points, options: dict[str, Any]):
-    """Exact regions per unit length on segments through data points."""
+def _density(ctx: Context, points, options: dict[str, Any], notes: list[str]):
+    """Exact regions per unit length on segments through data points, within a quarter of
+    the section's seconds (None, with a note, past them)."""
     spread = (points[1:] - points[0]).flatten(1).pow(2).sum(1).mean().sqrt()
     radius = DENSITY_RADIUS * float(spread) or DENSITY_RADIUS
-    return region_density(ctx.model, ctx.inputs[:DENSITY_POINTS], radius=radius,
-                          n_directions=DENSITY_DIRECTIONS, generator=ctx.generator(), **options)
+    limit = ctx.settings.seconds("regions")
+    timed = {} if limit is None else {"max_seconds": max(1.0, limit / 4)}
+    try:
+        return region_density(ctx.model, ctx.inputs[:DENSITY_POINTS], radius=radius,
+                              n_directions=DENSITY_DIRECTIONS, generator=ctx.generator(),
+                              **timed, **options)
+    except BudgetExceededError as exc:
+        notes.append(f"regions near the data not counted: over a quarter of the section's "
+                     f"seconds ({exc})")
+        return None
 
 
 def _crossings(density) -> float:

@@ -304,12 +304,16 @@ def _transitions_section(ctx: Context) -> SectionOutput:
     options, notes = ctx.per_point()
     x0, x1, start = ctx.endpoints()
     options.update(start)
+    limit = s.seconds("transitions")  # half of it for the exact method
+    if limit is not None:
+        options["max_seconds"] = max(1.0, limit / 2)
     try:
         result = transitions(ctx.model, x0, x1, method="exact", max_pieces=s.transition_pieces,
                              **options)
     except NNGaugeError as exc:
         notes.append(f"exact transitions do not apply ({exc}); sampled instead")
         evaluations = s.transition_evaluations
+        options.pop("max_seconds", None)  # the evaluations bound the sampled method
         result = transitions(ctx.model, x0, x1, method="sampled",
                              n_initial=min(1025, evaluations), max_evaluations=evaluations,
                              **options)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nngauge._internal.usage import gibibytes
 from nngauge.errors import require_extra
 
 TEMPLATE = """<!DOCTYPE html>
@@ -49,7 +50,8 @@ details { margin: 0.5rem 0; } .scroll { overflow-x: auto; }
 <h1>nngauge report <span class="badge status-{{ report.status }}">{{ report.status }}</span></h1>
 <p class="meta">model <code id="model-name">{{ report.model_name }}</code> on data
 <code>{{ report.data_name }}</code> &middot; {{ report.model_summary['parameters'] }} parameters
-&middot; {{ '%.1f' % report.seconds }} s &middot; nngauge {{ version }}</p>
+&middot; {{ '%.1f' % report.seconds }} s &middot; peak memory {{ memory }} &middot; nngauge
+{{ version }}</p>
 {% if report.quick_changes %}<div class="banner" id="quick"><b>Quick report (--quick):</b>
 fewer samples and iterations than the default, so the numbers are noisier and a verdict near
 its threshold can differ from the full report's. Changed: {{ report.quick_changes|join('; ') }}.
@@ -122,4 +124,5 @@ def render(report) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(TEMPLATE)
     return template.render(report=report, version=__version__, fmt=lambda v: f"{v:.4g}",
-                           settings=dataclasses.asdict(report.settings))
+                           settings=dataclasses.asdict(report.settings),
+                           memory=gibibytes(report.peak_memory))

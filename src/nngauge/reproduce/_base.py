@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence
 import torch
 
 from nngauge._constraints import RandomSource
+from nngauge._internal.usage import cpu_seconds
 from nngauge._random import seed_of, torch_generator
 from nngauge._vocabulary import renamed
 from nngauge.errors import UnknownNameError, invalid, require_extra
@@ -300,7 +301,7 @@ class Reproduction:
             raise invalid(where, f"generator {SEED.expected()}", f"generator={generator!r}",
                           "pass e.g. generator=0 (the default)")
         seed = None if isinstance(generator, torch.Generator) else generator
-        start, cpu_start = time.perf_counter(), _cpu_seconds()
+        start, cpu_start = time.perf_counter(), cpu_seconds()
         computed = self.compute(scale, torch_generator(generator))
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
@@ -308,7 +309,7 @@ class Reproduction:
         self._save_png(computed, png_path)
         page = self.pages(computed, out) if self.pages is not None else None
         seconds = time.perf_counter() - start
-        cpu = None if cpu_start is None else _cpu_seconds() - cpu_start
+        cpu = None if cpu_start is None else cpu_seconds() - cpu_start
         verdict = self.judge(computed) if self.judge is not None else None
         readme_path = out / "README.md"
         readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page,
@@ -358,18 +359,6 @@ class Reproduction:
         figure.suptitle(textwrap.fill(f"{self.name}: {self.target} of {self.paper}", 150),
                         fontsize=8)
         figure.savefig(path, dpi=100)
-
-
-def _cpu_seconds() -> Optional[float]:
-    """User + system CPU seconds of this process and its finished children (a reproduction's
-    worker processes, once its pool has shut down); None where the platform has no
-    ``resource`` module (Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -62,7 +62,7 @@ from nngauge.zoo._bert import ModelOutput, bert
 from nngauge.zoo._gpt import Conv1D, NewGELUActivation, gpt, gpt_small
 from nngauge.zoo._lstm import lstm_classifier
 from nngauge.zoo._registry import ZOO, ZooEntry, sample_inputs, sample_labels
-from nngauge.zoo._resnet import resnet18, resnet_small
+from nngauge.zoo._resnet import resnet18, resnet50, resnet_small
 from nngauge.zoo._small import (
                                 BatchNormAct2d,
                                 GELUTanh,
@@ -84,6 +84,7 @@ __all__ = [
     "sample_inputs",
     "sample_labels",
     "resnet18",
+    "resnet50",
     "resnet_small",
     "vit",
     "vit_small",

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nngauge._constraints import constrained
+from nngauge._constraints import Flag, constrained
 from nngauge._vocabulary import renamed
 from nngauge.errors import invalid
 from nngauge.zoo._common import GENERATOR, PROBABILITY, SIZE, seeded
@@ -107,7 +107,7 @@ class GPT(nn.Module):
     """
 
     def __init__(self, vocab_size: int, block_size: int, dim: int, depth: int, heads: int,
-                 dropout: float) -> None:
+                 dropout: float, tie_embeddings: bool = False) -> None:
         super().__init__()
         self.block_size = block_size
         self.wte = nn.Embedding(vocab_size, dim)
@@ -122,6 +122,8 @@ class GPT(nn.Module):
         for name, parameter in self.named_parameters():
             if name.endswith("c_proj.weight"):  # GPT-2's residual-path scaling
                 nn.init.normal_(parameter, std=0.02 / math.sqrt(2 * depth))
+        if tie_embeddings:  # GPT2LMHeadModel's tie_word_embeddings: one shared parameter
+            self.lm_head.weight = self.wte.weight
 
     def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         t = input_ids.shape[1]
@@ -137,7 +139,7 @@ class GPT(nn.Module):
 
 
 @renamed(seed="generator")
-@constrained(**_GPT_OPTIONS)
+@constrained(**_GPT_OPTIONS, tie_embeddings=Flag())
 def gpt(
     vocab_size: int = 256,
     block_size: int = 64,
@@ -146,9 +148,10 @@ def gpt(
     depth: int = 4,
     heads: int = 4,
     dropout: float = 0.0,
+    tie_embeddings: bool = False,
     generator: torch.Generator | int = 0,
 ) -> GPT:
-    """A GPT-2 style decoder in Hugging Face's ``GPT2LMHeadModel`` layout (untied head).
+    """A GPT-2 style decoder in Hugging Face's ``GPT2LMHeadModel`` layout.
 
     Modules ``wte`` and ``wpe`` (embeddings, added), ``drop``, ``h.<i>`` (``ln_1``,
     ``attn.c_attn``, ``attn.c_proj``, ``ln_2``, ``mlp.c_fc``, ``mlp.act``, ``mlp.c_proj``; the
@@ -164,6 +167,10 @@ def gpt(
         depth: number of blocks.
         heads: attention heads.
         dropout: dropout probability (embeddings, attention, residual branches).
+        tie_embeddings: share one parameter between ``lm_head.weight`` and ``wte.weight``, as
+            GPT-2 does (``tie_word_embeddings``); GPT-2 small's size is
+            ``gpt(50257, 1024, dim=768, depth=12, heads=12, tie_embeddings=True)``,
+            124,439,808 parameters. Default: untied (a separate head).
         generator: an int seed of the initialization, or a torch.Generator (one draw from
             it is the seed).
 
@@ -182,7 +189,7 @@ def gpt(
         raise invalid("gpt()", "dim a multiple of heads", f"dim={dim}, heads={heads}",
                       "change either")
     with seeded(generator):
-        return GPT(vocab_size, block_size, dim, depth, heads, dropout)
+        return GPT(vocab_size, block_size, dim, depth, heads, dropout, tie_embeddings)
 
 
 @renamed(seed="generator")

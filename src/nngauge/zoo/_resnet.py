@@ -1,13 +1,15 @@
-"""ResNet-18 in torchvision's and timm's layouts (:func:`resnet18`, :func:`resnet_small`)."""
+"""ResNet-18 and ResNet-50 in torchvision's and timm's layouts (:func:`resnet18`,
+:func:`resnet50`, :func:`resnet_small`)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal, Optional, Sequence
 
 import torch
 from torch import nn
 
-from nngauge._constraints import Choice, constrained
+from nngauge._constraints import Choice, Flag, constrained
 from nngauge._vocabulary import renamed
 from nngauge.zoo._common import GENERATOR, SIZE, counts, kaiming_fan_out, seeded
 
@@ -18,7 +20,7 @@ _RESNET_OPTIONS = dict(
     num_classes=SIZE, in_channels=SIZE, width=SIZE,
     blocks=counts(1, "a non-empty list or tuple of positive block counts, one per stage"),
     stem=Choice.literal(Stem), layout=Choice.literal(Layout), generator=GENERATOR)
-"""Declared once for :func:`resnet18` and its fast variant :func:`resnet_small`."""
+"""Declared once for :func:`resnet18`, :func:`resnet50` and the fast :func:`resnet_small`."""
 
 
 def _downsample(in_planes: int, planes: int, stride: int) -> Optional[nn.Sequential]:
@@ -80,14 +82,53 @@ class TimmBasicBlock(nn.Module):
         return self.act2(x)
 
 
+class Bottleneck(nn.Module):
+    """torchvision's ``Bottleneck`` (ResNet-50): 1x1, 3x3 (the stride), 1x1 convolutions to
+    ``4 * planes`` channels, one ``relu`` module called three times; in timm's layout
+    (``layout="timm"``) separate ``act1``, ``act2``, ``act3`` modules.
+
+    Shapes: (b, in_planes, H, W) -> (b, 4 planes, H / stride, W / stride).
+    """
+
+    expansion = 4
+
+    def __init__(self, in_planes: int, planes: int, stride: int = 1,
+                 layout: str = "torchvision") -> None:
+        super().__init__()
+        out_planes = planes * self.expansion
+        self.conv1 = nn.Conv2d(in_planes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, out_planes, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out_planes)
+        self.layout = layout
+        if layout == "torchvision":
+            self.relu = nn.ReLU(inplace=True)
+        else:
+            self.act1, self.act2, self.act3 = (nn.ReLU(inplace=True) for _ in range(3))
+        self.downsample = _downsample(in_planes, out_planes, stride)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        acts = ((self.relu,) * 3 if self.layout == "torchvision"
+                else (self.act1, self.act2, self.act3))
+        shortcut = x if self.downsample is None else self.downsample(x)
+        out = acts[0](self.bn1(self.conv1(x)))
+        out = acts[1](self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        out += shortcut
+        return acts[2](out)
+
+
 class ResNet(nn.Module):
-    """A BasicBlock ResNet with torchvision's module names (see :func:`resnet18`).
+    """A ResNet of BasicBlocks (:func:`resnet18`) or Bottlenecks (:func:`resnet50`) with
+    torchvision's or timm's module names.
 
     Shapes: (b, in_channels, H, W) -> (b, num_classes).
     """
 
     def __init__(self, num_classes: int, in_channels: int, width: int, blocks: Sequence[int],
-                 stem: str, layout: str) -> None:
+                 stem: str, layout: str, bottleneck: bool = False) -> None:
         super().__init__()
         self.layout = layout
         if stem == "imagenet":
@@ -100,15 +141,18 @@ class ResNet(nn.Module):
         else:
             self.act1 = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1) if stem == "imagenet" else nn.Identity()
-        block = BasicBlock if layout == "torchvision" else TimmBasicBlock
+        if bottleneck:
+            block, expansion = partial(Bottleneck, layout=layout), Bottleneck.expansion
+        else:
+            block, expansion = (BasicBlock if layout == "torchvision" else TimmBasicBlock), 1
         in_planes = width
         for i, count in enumerate(blocks):
             planes = width * 2**i
             stride = 1 if i == 0 else 2
             layer = [block(in_planes, planes, stride)]
-            layer += [block(planes, planes) for _ in range(count - 1)]
+            layer += [block(planes * expansion, planes) for _ in range(count - 1)]
             self.add_module(f"layer{i + 1}", nn.Sequential(*layer))
-            in_planes = planes
+            in_planes = planes * expansion
         self.num_layers = len(blocks)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(in_planes, num_classes)
@@ -165,6 +209,50 @@ def resnet18(
         return ResNet(num_classes, in_channels, width, blocks, stem, layout)
 
 
+@constrained(**_RESNET_OPTIONS, zero_init_last=Flag())
+def resnet50(
+    num_classes: int = 10,
+    *,
+    in_channels: int = 3,
+    width: int = 64,
+    blocks: Sequence[int] = (3, 4, 6, 3),
+    stem: Stem = "imagenet",
+    layout: Layout = "torchvision",
+    zero_init_last: bool = False,
+    generator: torch.Generator | int = 0,
+) -> ResNet:
+    """ResNet-50 (Bottleneck blocks, BatchNorm2d), as torchvision's ``resnet50`` or timm's:
+    25,557,032 parameters with ``num_classes=1000``.
+
+    Modules as :func:`resnet18`; stage i ends with ``4 * width * 2**i`` channels. Convolutions
+    get torchvision's He-normal (fan-out) initialization.
+
+    Args:
+        num_classes, in_channels, width, blocks, stem, layout, generator: as in
+            :func:`resnet18` (blocks per stage default (3, 4, 6, 3)).
+        zero_init_last: zero the scale of each block's last BatchNorm (``bn3``), so every
+            residual branch starts as zero and each block as the identity plus its
+            shortcut: timm's default (``zero_init_last=True``), torchvision's
+            ``zero_init_residual=True`` (off by default there).
+
+    Returns:
+        The model in train mode: (b, in_channels, H, W) -> (b, num_classes).
+
+    Example:
+        >>> import torch
+        >>> from nngauge.zoo import resnet50
+        >>> resnet50(width=4, blocks=(1, 1, 1, 1))(torch.randn(2, 3, 32, 32)).shape
+        torch.Size([2, 10])
+    """
+    with seeded(generator):
+        model = ResNet(num_classes, in_channels, width, blocks, stem, layout, bottleneck=True)
+    if zero_init_last:
+        for module in model.modules():
+            if isinstance(module, Bottleneck):
+                nn.init.zeros_(module.bn3.weight)
+    return model
+
+
 @renamed(seed="generator")
 @constrained(**_RESNET_OPTIONS)
 def resnet_small(
@@ -186,4 +274,5 @@ def resnet_small(
                     layout=layout, generator=generator)
 
 
-__all__ = ["BasicBlock", "ResNet", "TimmBasicBlock", "resnet18", "resnet_small"]
+__all__ = ["BasicBlock", "Bottleneck", "ResNet", "TimmBasicBlock", "resnet18", "resnet50",
+           "resnet_small"]

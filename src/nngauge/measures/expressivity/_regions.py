@@ -27,9 +27,9 @@ from nngauge._constraints import Choice, Integer, Maybe, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
-    CHUNK_POINTS,
     PatternHasher,
     activation_sites,
+    points_per_chunk,
     select_pattern_layers,
     site_codes,
 )
@@ -739,17 +739,17 @@ def _grid(adapter: ModelAdapter, slice_: Plane, raw: Optional[torch.Tensor], box
 
     hasher = PatternHasher()
     hashes: list[list[torch.Tensor]] = [[] for _ in layers]
-    units = [0] * len(layers)
-    for points in uv.split(CHUNK_POINTS):
+    units = [code.shape[1] for code in codes_at(uv[:1])]
+    chunk = points_per_chunk(sum(units))
+    for points in uv.split(chunk):
         for i, code in enumerate(codes_at(points)):
             hashes[i].append(hasher(code, i))
-            units[i] = code.shape[1]
     if layers:
         prefix = torch.cumsum(torch.stack([torch.cat(h) for h in hashes]), 0)
         group, n_regions, first = _groups(prefix[-1])
         depths = [_groups(prefix[i]) for i in index]
         patterns = torch.cat([torch.cat(c, 1) for c in (codes_at(p) for p in
-                                                       uv[first].split(CHUNK_POINTS))])
+                                                       uv[first].split(chunk))])
     else:
         group, n_regions = torch.zeros(len(uv), dtype=torch.int64), 1
         depths, patterns = [], torch.zeros(1, 0, dtype=torch.int8)

@@ -21,7 +21,7 @@ from torch import nn
 from nngauge._constraints import Integer, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
-from nngauge._internal.patterns import CHUNK_POINTS
+from nngauge._internal.patterns import points_per_chunk
 from nngauge._internal.sites import Site
 from nngauge._results import Result
 from nngauge.errors import invalid, warn_caller
@@ -199,12 +199,16 @@ def trajectory_length(
 def _lengths(adapter: ModelAdapter, traj: Trajectory, sites: Sequence[Site],
              raw: Optional[torch.Tensor]) -> np.ndarray:
     """Polygon lengths (float64) of the input, every site and the output, streaming over
-    chunks of consecutive points (one shared point between chunks)."""
+    chunks of consecutive points (one shared point between chunks): the first chunk of two
+    points, then as many as :func:`points_per_chunk` allows for the values a point records."""
     totals = np.zeros(len(sites) + 2)
-    for start in range(0, len(traj) - 1, CHUNK_POINTS - 1):
-        images = _images(adapter, traj.points[start:start + CHUNK_POINTS], sites, raw)
+    start, size = 0, 2
+    while start < len(traj) - 1:
+        images = _images(adapter, traj.points[start:start + size], sites, raw)
         for i, z in enumerate(images):
             totals[i] += float(polyline_length(z.reshape(len(z), -1).to(torch.float64)))
+        start += size - 1
+        size = max(2, points_per_chunk(sum(z[0].numel() for z in images)))
     return totals
 
 

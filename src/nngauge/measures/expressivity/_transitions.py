@@ -20,9 +20,9 @@ from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
-    CHUNK_POINTS,
     PatternHasher,
     activation_sites,
+    points_per_chunk,
     select_pattern_layers,
     site_codes,
 )
@@ -44,8 +44,6 @@ from nngauge.measures.expressivity._trajectory import theory_overlay
 from nngauge.trajectories import Trajectory, line
 
 Method = Literal["exact", "sampled"]
-RECORDED_ELEMENTS = 2**24
-"""Sampled method: pre-activation values recorded per forward pass (points x units)."""
 
 
 @dataclass(frozen=True)
@@ -396,7 +394,7 @@ def _sampled(adapter: ModelAdapter, traj: Trajectory, raw: Optional[torch.Tensor
         return site_codes(adapter, sites, chosen, adapter.prepare_raw(traj.at(s)), raw)
 
     units = [code.shape[1] for code in codes_at(torch.zeros(1, dtype=torch.float64))]
-    chunk = max(16, min(CHUNK_POINTS, RECORDED_ELEMENTS // max(1, sum(units))))
+    chunk = points_per_chunk(sum(units), least=16)
     s = torch.linspace(0.0, 1.0, max(2, n_initial), dtype=torch.float64)
     # one segment: its parameters t in [0, 1] are the keys
     s, hashes, differs, exhausted = bisect_changes(codes_at, len(chosen), s, min_width,
