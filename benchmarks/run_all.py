@@ -68,7 +68,7 @@ BENCHMARKS = (
     Benchmark("regions", ("--threads", "1")),
     Benchmark("transitions", ("--threads", "1")),
     Benchmark("tracker", ("--threads", "1")),
-    Benchmark("report", ("--networks", "resnet18,vit,gpt")),
+    Benchmark("report", ("--networks", "resnet18,vit,gpt,resnet50,gpt2", "--budget", "600")),
     Benchmark("layer_spectra", ("--threads", "1"), peer="weightwatcher"),
 )
 

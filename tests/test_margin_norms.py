@@ -459,3 +459,70 @@ def test_capacity_names_the_weights_it_leaves_out():
     xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     plain = capacity(mlp_net, xs, mlp_net(xs).argmax(1))
     assert not any("left out" in note for note in plain.notes)
+
+
+class _HFConv1D(nn.Module):
+    """Hugging Face's Conv1D: weight stored (in, out), applied with addmm."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_in, n_out) / n_in**0.5)
+        self.bias = nn.Parameter(0.1 * torch.randn(n_out))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).reshape(
+            *x.shape[:-1], -1)
+
+
+class _Twin(nn.Module):
+    """conv -> tanh -> flatten -> Conv1D -> tanh -> Linear; ``guarded`` adds a branch on a
+    tensor's value (torch.fx cannot trace it), ``norm`` a batchnorm after the convolution."""
+
+    def __init__(self, guarded, norm=False):
+        super().__init__()
+        self.guarded = guarded
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.norm = nn.BatchNorm2d(3) if norm else nn.Identity()
+        self.fc1, self.fc2 = _HFConv1D(75, 10), nn.Linear(10, 4)
+
+    def forward(self, x):
+        if self.guarded and bool(x.abs().sum() > 1e12):
+            raise ValueError("inputs out of range")
+        h = torch.tanh(self.norm(self.conv(x))).flatten(1)
+        return self.fc2(torch.tanh(self.fc1(h)))
+
+
+def test_capacity_of_a_model_fx_cannot_trace_reads_its_weight_modules():
+    """Issue 34: capacity refused any model torch.fx could not trace (a GPT whose forward
+    checks its sequence length), though its l2 and spectral capacities read the weights alone.
+    Such a model (without batchnorm to fold) is measured from the weight modules its forward
+    calls: the same numbers as its traceable twin (a Conv2d's operator norm, Hugging Face's
+    Conv1D with its weight stored (in, out)), the path norms and Lipschitz bounds NaN saying
+    the graph is missing; with a batchnorm it is refused, naming the tracing."""
+    torch.manual_seed(0)
+    plain = _Twin(guarded=False).eval()
+    guarded = _Twin(guarded=True).eval()
+    guarded.load_state_dict(plain.state_dict())
+    x = torch.randn(60, 2, 5, 5, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        y = plain(x).argmax(1)
+    twin, result = capacity(plain, x, y), capacity(guarded, x, y)
+    assert [r.name for r in result.layers] == ["conv", "fc1", "fc2"]
+    assert [(r.units, r.fan_in) for r in result.layers] == [(3, 18), (10, 75), (4, 10)]
+    assert result.margin == pytest.approx(twin.margin) and result.margin > 0
+    conv = twin.layers[0]  # the traced twin's operator norm of the convolution
+    assert conv.name == "conv" and result.layers[0].spectral == pytest.approx(conv.spectral)
+    dense = [guarded.fc1.weight.detach().double().T, guarded.fc2.weight.detach().double()]
+    fro = [float(guarded.conv.weight.detach().double().norm())] + [
+        float(w.norm()) for w in dense]
+    spec = [conv.spectral] + [float(torch.linalg.matrix_norm(w, ord=2)) for w in dense]
+    gamma2 = result.margin**2
+    assert result.l2 == pytest.approx(math.prod(4 * f**2 for f in fro) / gamma2, rel=1e-9)
+    assert result.spectral == pytest.approx(
+        3 * 10 * 4 * math.prod(s**2 for s in spec) / gamma2, rel=1e-6)
+    for name in ("l1_path", "l2_path", "l1_path_norm", "lipschitz_l2", "lipschitz_linf"):
+        assert math.isnan(getattr(result, name)), name
+        assert "could not be traced" in result.undefined[name]
+    assert any(note.startswith("not traced (tracing failed") for note in result.notes)
+    with pytest.raises(NNGaugeError, match="torch.fx can trace"):
+        capacity(_Twin(guarded=True, norm=True).eval(), x, y)

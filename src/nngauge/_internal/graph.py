@@ -292,6 +292,9 @@ class _Tracer(fx.Tracer):
             raise
 
 
+UNTRACEABLE = "a model torch.fx can trace"
+"""What :func:`trace_graph`'s refusal of a model it cannot trace expects (measures that can
+do without the graph look for it)."""
 MAX_TRACE_RETRIES = 50
 
 
@@ -312,7 +315,7 @@ def _trace(model: nn.Module, where: str) -> fx.GraphModule:
                 leaves.add(culprit)
                 continue
             first = str(exc).splitlines()[0] if str(exc) else ""
-            raise invalid(where, "a model torch.fx can trace (no Python control flow on tensor "
+            raise invalid(where, f"{UNTRACEABLE} (no Python control flow on tensor "
                           "values in its forward())",
                           f"tracing failed in {culprit or 'the model'}'s forward(): "
                           f"{type(exc).__name__}: {first}",
@@ -320,7 +323,7 @@ def _trace(model: nn.Module, where: str) -> fx.GraphModule:
                           "submodules") from None
         _drop_specialized(graph, where)
         return fx.GraphModule(model, graph)
-    raise invalid(where, "a model torch.fx can trace", f"more than {MAX_TRACE_RETRIES} modules "
+    raise invalid(where, UNTRACEABLE, f"more than {MAX_TRACE_RETRIES} modules "
                   "that cannot be traced", "use the sampled method")
 
 

@@ -26,6 +26,7 @@ incoming weights, and h_i is its number of channels. The path norms come from
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Sequence
@@ -36,7 +37,7 @@ from torch import nn
 
 from nngauge._constraints import Flag, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.graph import GraphOp, ModelGraph
+from nngauge._internal.graph import UNTRACEABLE, GraphOp, ModelGraph
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.spectral import (
     POWER_MAX_ITER,
@@ -46,11 +47,15 @@ from nngauge._internal.spectral import (
 )
 from nngauge._results import Result, row_named
 from nngauge._vocabulary import deprecated_attribute, renamed
-from nngauge.errors import invalid, warn_caller
+from nngauge.errors import InvalidInputError, invalid, warn_caller
 from nngauge.measures.generalization._fold import PROBE_SAMPLES, folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
-from nngauge.measures.generalization._weights import WeightLayer, weight_layers
+from nngauge.measures.generalization._weights import (
+    WeightLayer,
+    module_weight_layers,
+    weight_layers,
+)
 
 _PATH_MEASURES = ("l1_path", "l2_path", "l1_path_norm", "l2_path_norm")
 _LIPSCHITZ_MEASURES = ("lipschitz_linf", "lipschitz_l2", "log10_lipschitz_capacity_linf",
@@ -277,11 +282,16 @@ class CapacityResult(Result):
 
 
 def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOptions, *,
-                      percentile: float, batch_size: int, where: str, tokens: bool = False):
+                      percentile: float, batch_size: int, where: str, tokens: bool = False,
+                      untraced: bool = False):
     """What every norm-over-margin measure reads first: (the eval-mode adapter, the margins of
     the data, the epsilon-margin gamma at ``percentile``, one sample's input shape, the
     batchnorm-folded graph, its weight layers: at least one). Integer inputs (token ids) are
-    refused unless ``tokens``; the graph is then traced on the data's first inputs."""
+    refused unless ``tokens``; the graph is then traced on the data's first inputs.
+
+    ``untraced``: a model ``torch.fx`` cannot trace and that has no batchnorm to fold gets the
+    weight layers of its modules (:func:`module_weight_layers`, on an eval-mode CPU copy) and,
+    in place of the graph, the reason it could not be traced (a string)."""
     adapter = ModelAdapter(model, replace(options, norm_mode="eval"), where=where)
     scores, targets = adapter_scores(adapter, data, labels, batch_size=batch_size)
     margins = margins_of(scores, targets)
@@ -289,13 +299,26 @@ def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOp
     if not tokens:
         _require_float(first, where)
     input_shape = tuple(first.shape[1:])
-    graph = folded_graph(model, input_shape, where,
-                         probe=None if first.is_floating_point() else first)
-    layers = weight_layers(graph)
+    probe = None if first.is_floating_point() else first
+    try:
+        graph = folded_graph(model, input_shape, where, probe=probe)
+        layers = weight_layers(graph)
+    except InvalidInputError as exc:
+        if not (untraced and UNTRACEABLE in str(exc)) or any(
+                isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            raise
+        work = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)
+        sample = first.detach().cpu()
+        if sample.is_floating_point():
+            sample = sample.to(next((p.dtype for p in work.parameters()
+                                     if p.is_floating_point()), sample.dtype))
+        graph = str(exc).split("; got ", 1)[-1].split(". Fix:", 1)[0]
+        layers = module_weight_layers(work, sample)
     if not layers:
         raise invalid(where, "a network with at least one Linear or Conv layer",
                       "no weight layers", "pass a network of Linear/Conv layers")
     return adapter, margins, epsilon_margin(margins, percentile), input_shape, graph, layers
+
 
 @renamed(margin_percentile="percentile")
 @constrained(percentile=Real(0, 100, high_open=True), bias=Flag())
@@ -325,6 +348,10 @@ def capacity(
 
     Any network with Linear / Conv layers is measured, token models included (their graph is
     traced on the data's first inputs): the l2 and spectral capacities read the weights alone.
+    A network ``torch.fx`` cannot trace (Python branches on tensor values or shapes in its
+    forward, as a GPT checking its sequence length) and without batchnorm to fold is measured
+    from the weight modules its forward calls (Linear, Conv, and modules applying a 2-D weight
+    as one, Hugging Face's Conv1D), the path norms and Lipschitz bounds NaN saying why.
     Normalization by sample statistics, attention, smooth activations and embeddings of token
     ids make the path-based measures NaN (no sum over paths) and the Lipschitz bounds NaN (the
     product of norms bounds nothing through them), each with the nodes named in ``undefined``.
@@ -373,12 +400,17 @@ def capacity(
                       "pass e.g. percentile=5 (the paper)")
     adapter, margins, gamma, input_shape, graph, layers = margin_and_layers(
         model, data, labels, options, percentile=percentile, batch_size=batch_size, where=where,
-        tokens=True)
-    obstacles = path_obstacles(graph, layers)
+        tokens=True, untraced=True)
     rows = layer_norms(layers)
     d = len(rows)
+    if isinstance(graph, str):  # no graph: the layers come from the modules
+        obstacles = [(None, f"the model could not be traced ({graph}): the path norms and "
+                            "Lipschitz bounds need the graph that composes the layers")]
+        not_lipschitz = obstacles[0][1]
+    else:
+        obstacles = path_obstacles(graph, layers)
+        not_lipschitz = "; ".join(why for op, why in obstacles if not _lipschitz(op))
     reason = "; ".join(why for _, why in obstacles)
-    not_lipschitz = "; ".join(why for op, why in obstacles if not _lipschitz(op))
     log_l1, log_l2 = (math.nan, math.nan) if obstacles else (
         log_path_sum(graph, layers, 1.0, bias=bias),
         log_path_sum(graph, layers, 2.0, bias=bias))
@@ -413,7 +445,7 @@ def capacity(
         log10_lipschitz_capacity_linf=n * (lip_linf - log_gamma) / math.log(10),
         log10_lipschitz_capacity_l2=n * (lip_l2 - log_gamma) / math.log(10),
         input_dim=n, depth=d, layers=rows, bias=bias,
-        undefined=undefined, notes=_notes(graph, layers, rows), mode=folded_mode(adapter),
+        undefined=undefined, notes=_notes(graph, layers, rows, model), mode=folded_mode(adapter),
     )
 
 
@@ -435,19 +467,27 @@ def _lipschitz(op: GraphOp) -> bool:
     return op.kind in ("maxpool", "output") or (op.kind == "activation" and op.piecewise_linear)
 
 
-def _notes(graph: ModelGraph, layers: Sequence[WeightLayer],
-           rows: Sequence[LayerNorms]) -> tuple[str, ...]:
-    kinds = {op.node: op.kind for op in graph.ops}
-    merges = [op.label for op in graph.ops if op.kind == "affine" and sum(
-        kinds[n] not in ("constant", "shape") for n in op.node.all_input_nodes) > 1]
+def _notes(graph: ModelGraph | str, layers: Sequence[WeightLayer],
+           rows: Sequence[LayerNorms], model: nn.Module) -> tuple[str, ...]:
     notes = []
+    if isinstance(graph, str):
+        notes.append(f"not traced ({graph}): the weight layers are the Linear / Conv modules "
+                     "(and modules that apply a 2-D weight as one) the forward pass called, "
+                     "in the order of their first call; no batchnorm to fold")
+        merges, called = [], {layer.module_name for layer in layers}
+        outside = [name for name, p in model.named_parameters()
+                   if p.dim() >= 2 and name.rpartition(".")[0] not in called]
+    else:
+        kinds = {op.node: op.kind for op in graph.ops}
+        merges = [op.label for op in graph.ops if op.kind == "affine" and sum(
+            kinds[n] not in ("constant", "shape") for n in op.node.all_input_nodes) > 1]
+        covered = {layer.weight.data_ptr() for layer in layers}
+        outside = [name for name, p in graph.module.named_parameters()
+                   if p.dim() >= 2 and p.data_ptr() not in covered]
     if merges:
         notes.append(f"branches merge at {', '.join(merges)}: the products run over all "
                      f"{len(rows)} weight layers, as for a chain; the paper derives its bounds "
                      "for chains")
-    covered = {layer.weight.data_ptr() for layer in layers}
-    outside = [name for name, p in graph.module.named_parameters()
-               if p.dim() >= 2 and p.data_ptr() not in covered]
     if outside:
         notes.append(f"weights outside the Linear / Conv layers are left out of the products: "
                      f"{', '.join(outside[:8])}{', ...' if len(outside) > 8 else ''} "

@@ -34,7 +34,8 @@ class WeightLayer:
     """One weight layer of a graph.
 
     Attributes:
-        op: its graph node.
+        op: its graph node (None for a layer read from a module of a network the tracer
+            could not trace: :func:`module_weight_layers`).
         kind: "linear" or "conv".
         weight: (out, in) for linear layers, (C_out, C_in / groups, *kernel) for convolutions
             (an ``addmm`` weight is transposed to this layout), detached.
@@ -48,7 +49,7 @@ class WeightLayer:
         dilation, groups: of a Conv module (what the FFT method needs; defaults otherwise).
     """
 
-    op: GraphOp
+    op: Optional[GraphOp]
     kind: Literal["linear", "conv"]
     weight: torch.Tensor = field(repr=False)
     bias: Optional[torch.Tensor] = field(repr=False)
@@ -58,11 +59,13 @@ class WeightLayer:
     circular: bool = False
     dilation: tuple[int, ...] = ()
     groups: int = 1
+    module_name: Optional[str] = None
 
     @property
     def name(self) -> str:
-        """The site of the layer in the graph (its module name for a module called once)."""
-        return self.op.site
+        """The site of the layer in the graph (its module name for a module called once), or
+        the module's name for a layer read from a module."""
+        return self.module_name if self.op is None else self.op.site
 
     def matrix(self) -> torch.Tensor:
         """The weight as an (out, fan_in) matrix (kernels reshaped)."""
@@ -98,6 +101,64 @@ def weight_layers(graph: ModelGraph) -> list[WeightLayer]:
     ops = {op.node: op for op in graph.ops}
     found = (_weight_layer(graph, op, ops) for op in graph.ops if op.kind == "affine")
     return [layer for layer in found if layer is not None]
+
+
+def module_weight_layers(model: nn.Module, probe: torch.Tensor) -> list[WeightLayer]:
+    """The weight layers of a network ``torch.fx`` cannot trace, read from its modules in the
+    order a forward pass on ``probe`` first calls them: every ``nn.Linear`` and
+    ``nn.Conv{1,2,3}d``, and every other module with a 2-D ``weight`` parameter whose output
+    on the input it received is ``F.linear`` of it with that weight or its transpose (and its
+    ``bias``): Hugging Face's ``Conv1D``, weight stored (in, out). Nothing says how they are
+    composed (no graph): what needs the composition (path norms) cannot use them. The model
+    runs as it is (its dtype, its mode); the layers hold float64 copies of the weights."""
+    inputs: dict[str, torch.Tensor] = {}
+
+    def record(name: str, args: tuple) -> None:
+        if args and isinstance(args[0], torch.Tensor):
+            inputs.setdefault(name, args[0])
+
+    handles = [module.register_forward_pre_hook(lambda m, args, name=name: record(name, args))
+               for name, module in model.named_modules()
+               if isinstance(getattr(module, "weight", None), nn.Parameter)]
+    try:
+        with torch.no_grad():
+            model(probe)
+    finally:
+        for handle in handles:
+            handle.remove()
+    modules = dict(model.named_modules())
+    found = (_called_layer(name, modules[name], x) for name, x in inputs.items())
+    return [layer for layer in found if layer is not None]
+
+
+def _called_layer(name: str, module: nn.Module, x: torch.Tensor) -> Optional[WeightLayer]:
+    """The weight layer (float64 weights) of one called module, None when it is not one."""
+    weight = module.weight.detach()
+    bias = getattr(module, "bias", None)
+    bias = bias.detach() if isinstance(bias, torch.Tensor) else None
+    shape = tuple(x.shape[1:])  # one sample's
+    if type(module) in (nn.Conv1d, nn.Conv2d, nn.Conv3d):
+        return WeightLayer(None, "conv", weight.double(), _double(bias), shape,
+                           module._conv_forward, padding_mode=module.padding_mode,
+                           dilation=tuple(module.dilation), groups=module.groups,
+                           module_name=name)
+    if weight.dim() != 2 or not x.is_floating_point() or x.shape[-1] not in weight.shape:
+        return None
+    with torch.no_grad():
+        y = module(x)
+        for matrix in (weight, weight.T):
+            if matrix.shape[1] != x.shape[-1] or not isinstance(y, torch.Tensor):
+                continue
+            expected = F.linear(x, matrix, bias)
+            if y.shape == expected.shape and torch.allclose(
+                    y, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max())):
+                return WeightLayer(None, "linear", matrix.double(), _double(bias), shape,
+                                   F.linear, module_name=name)
+    return None
+
+
+def _double(tensor: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return None if tensor is None else tensor.double()
 
 
 def _weight_layer(graph: ModelGraph, op: GraphOp, ops: dict) -> Optional[WeightLayer]:
@@ -159,4 +220,4 @@ def _function_conv(target: Callable, rest: dict, x: torch.Tensor, weight: torch.
     return target(x, weight, bias, **rest)
 
 
-__all__ = ["WeightLayer", "arguments", "is_torch_module", "weight_layers"]
+__all__ = ["WeightLayer", "arguments", "is_torch_module", "module_weight_layers", "weight_layers"]
