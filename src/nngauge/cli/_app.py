@@ -8,6 +8,7 @@ import typer
 
 from nngauge._version import __version__
 from nngauge.cli._help import Command, Group, epilog
+from nngauge.cli._rank import RANK_EXAMPLES, rank
 from nngauge.cli._report import REPORT_EXAMPLES, report
 from nngauge.cli._reproduce import REPRODUCE_EXAMPLES, reproduce
 from nngauge.cli._study import study_app
@@ -34,6 +35,7 @@ app = typer.Typer(
 app.command(name="theory", cls=Command, epilog=epilog(*THEORY_EXAMPLES))(theory)
 app.command(name="report", cls=Command, epilog=epilog(*REPORT_EXAMPLES))(report)
 app.command(name="reproduce", cls=Command, epilog=epilog(*REPRODUCE_EXAMPLES))(reproduce)
+app.command(name="rank", cls=Command, epilog=epilog(*RANK_EXAMPLES))(rank)
 app.add_typer(study_app, name="study")
 
 

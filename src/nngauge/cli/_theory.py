@@ -32,7 +32,7 @@ def theory(
     depth: int = typer.Option(50, "--depth", min=1, help="Depth of the plotted iteration."),
     plot: Optional[Path] = typer.Option(
         None, "--plot", help="Save a PNG of the correlation map iterated over depth "
-        "(needs matplotlib: pip install 'nngauge\\[report]')."
+        "(needs matplotlib: pip install 'nngauge[report]')."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:

@@ -255,7 +255,7 @@ def split_spec(spec: str, where: str) -> tuple[str, dict[str, Any]]:
         if not sep or not key.strip():
             raise invalid(where, "key=value options after the name", repr(item),
                           "write e.g. mlp:depth=10,width=100")
-        options[key.strip()] = _parse_value(value.strip())
+        options[key.strip()] = parse_value(value.strip())
     return name.strip(), options
 
 
@@ -274,7 +274,8 @@ def _top_level_split(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def _parse_value(text: str) -> Any:
+def parse_value(text: str) -> Any:
+    """A ``key=value`` value: None, a bool, an int, a finite float, else the text."""
     if text.lower() in ("none", "null"):
         return None
     if text.lower() in ("true", "false"):

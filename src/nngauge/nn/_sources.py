@@ -100,12 +100,32 @@ def _load(spec: str, data: Optional[DataSource], trust_pickle: bool, seed: int,
 
 def _from_python(spec: str, where: str) -> nn.Module:
     file, _, function = spec.partition(":")
+    build = load_function(spec, where, what="model")
+    try:
+        model = build()
+    except Exception as exc:
+        raise NNGaugeError(f"{where}: {function}() in {file!r} raised {type(exc).__name__}: "
+                           f"{exc}. Fix: it is called with no arguments; make it build and "
+                           "return the model.") from exc
+    if not isinstance(model, nn.Module):
+        raise invalid(where, f"{function}() to return a torch.nn.Module",
+                      f"{type(model).__name__}", "return the model object")
+    return model
+
+
+def load_function(spec: str, where: str, *, what: str = "model") -> Callable[..., Any]:
+    """The function ``function`` of ``path/to/file.py:function`` (the file imported under a
+    private name, never added to ``sys.modules``), with one clear error for a missing colon,
+    file or function, or a file that fails to import. ``what`` names what the function
+    builds, in the errors."""
+    file, _, function = spec.partition(":")
     path = Path(file)
     if not function:
         raise invalid(where, "path/to/file.py:function", repr(spec),
-                      "name the function that builds the model after a colon")
+                      f"name the function that builds the {what} after a colon")
     if not path.is_file():
-        raise invalid(where, "an existing model file", f"{file!r} (not found)", "check the path")
+        raise invalid(where, f"an existing {what} file", f"{file!r} (not found)",
+                      "check the path")
     name = f"_nngauge_model_{abs(hash(path.resolve()))}"
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
@@ -123,16 +143,7 @@ def _from_python(spec: str, where: str) -> nn.Module:
                        and getattr(v, "__module__", None) == name)
         raise invalid(where, f"a function {function!r} in {file!r}", f"callables {found}",
                       "name one of them after the colon")
-    try:
-        model = build()
-    except Exception as exc:
-        raise NNGaugeError(f"{where}: {function}() in {file!r} raised {type(exc).__name__}: "
-                           f"{exc}. Fix: it is called with no arguments; make it build and "
-                           "return the model.") from exc
-    if not isinstance(model, nn.Module):
-        raise invalid(where, f"{function}() to return a torch.nn.Module",
-                      f"{type(model).__name__}", "return the model object")
-    return model
+    return build
 
 
 def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:

@@ -30,11 +30,13 @@ Example:
 from nngauge.studies._db import DEFAULT_URL, open_db
 from nngauge.studies._executors import RunSummary, run_study
 from nngauge.studies._grid import HYPERPARAMETERS, zoo_spec
+from nngauge.studies._rank import Candidate, Ranking, rank
 from nngauge.studies._spec import MEASURES, StudySpec, load_spec, parse_spec
 from nngauge.studies._units import Architecture, Unit, UnitTask, plan_units, run_unit
 
 __all__ = [
     "Architecture",
+    "Candidate",
     "ConditionalMutualInformation",
     "ConditionScore",
     "Correlation",
@@ -52,6 +54,7 @@ __all__ = [
     "PredictorRow",
     "PredictorTable",
     "RobustSignError",
+    "Ranking",
     "RunSummary",
     "StudySpec",
     "StudySummary",
@@ -67,6 +70,7 @@ __all__ = [
     "parse_spec",
     "plan_units",
     "predictor_table",
+    "rank",
     "robust_sign_error",
     "run_study",
     "run_unit",
