@@ -8,12 +8,15 @@ gradient of <u, h(x_i)> by ``torch.autograd.grad`` on that sample alone, the sam
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from nngauge import kernel_conditioning
+from nngauge.errors import BudgetExceededError
 from nngauge.zoo import resnet_small
 
 SEED = 5
@@ -155,3 +158,32 @@ class FailsUnderGrad(nn.Module):
 def test_an_error_in_the_model_is_not_swallowed():
     with pytest.raises(ValueError):
         kernel_conditioning(FailsUnderGrad(), torch.randn(4, 3), kind="ntk", layers=[])
+
+
+class Slow(nn.Module):
+    """Three Linear layers and a 0.3 s pause in every forward pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        time.sleep(0.3)
+        return self.c(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+
+def test_an_ntk_past_its_time_budget_is_refused_early_with_the_estimate():
+    """Issue 34: the NTK per layer of a full-width ResNet-18 ran 183 s with nothing said. Past
+    a second spent, the time per layer so far times the layers estimates the whole; an estimate
+    over max_seconds is refused then, with it and the options that shorten the run; None runs
+    to the end."""
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    start = time.perf_counter()
+    with pytest.raises(BudgetExceededError, match=r"within max_seconds=1.5; got an estimated "
+                       r"\d+ s for 4 layers \((1|2|3) took .* s, 6 samples\).*max_seconds=None"):
+        kernel_conditioning(Slow(), x, kind="ntk", max_seconds=1.5)
+    assert time.perf_counter() - start < 3 * 1.5
+    result = kernel_conditioning(Slow(), x, kind="ntk", max_seconds=None)
+    assert [row.name for row in result.layers] == ["a", "b", "c", "output"]
+    conjugate = kernel_conditioning(Slow(), x, max_seconds=1e-3)  # one forward pass: no budget
+    assert len(conjugate.layers) == 4

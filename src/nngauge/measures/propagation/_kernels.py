@@ -23,6 +23,7 @@ the standard parameterization) are computed beside the empirical ones, layer by 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Sequence
 
@@ -30,13 +31,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from nngauge._constraints import Choice, Integer, constrained
+from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT
 from nngauge._results import Result
 from nngauge.errors import BudgetExceededError, invalid
+from nngauge.measures.expressivity._lines import DEFAULT_MAX_SECONDS
 from nngauge.theory import condition_number, mean_normalized_dot_product
 
 Kind = Literal["conjugate", "ntk"]
@@ -102,7 +104,8 @@ class KernelConditioning(Result):
                              reference=theory if None not in theory else None)
 
 
-@constrained(kind=Choice.literal(Kind), max_samples=Integer(2), n_probes=Integer(1))
+@constrained(kind=Choice.literal(Kind), max_samples=Integer(2), n_probes=Integer(1),
+             max_seconds=Maybe(Real(0, low_open=True)))
 @model_options("output", "input_module", "norm_mode", "dropout")
 def kernel_conditioning(
     model: nn.Module,
@@ -112,6 +115,7 @@ def kernel_conditioning(
     layers: Optional[Sequence[str]] = None,
     max_samples: int = 200,
     n_probes: int = 8,
+    max_seconds: Optional[float] = DEFAULT_MAX_SECONDS,
     options: ModelOptions,
     generator: Optional[torch.Generator | int] = None,
 ) -> KernelConditioning:
@@ -128,6 +132,10 @@ def kernel_conditioning(
         layers: module or site names; default: the linear and conv layers (the
             pre-activations the papers' kernels describe), then the output.
         max_samples: n, the size of the Gram matrices.
+        max_seconds: the NTK's time budget: once its layers have run for a second, the time
+            so far per layer times the layers estimates the whole (an underestimate: later
+            layers have more parameters before them); past the budget it refuses with the
+            estimate. Default 60 s; None: no limit. The conjugate kernel is one forward pass.
         n_probes: Gaussian output probes for the NTK of layers wider than 16 units.
         output, input_module, norm_mode, dropout, generator: how the model runs, as in
             :func:`nngauge.nlc` (``generator`` also draws the NTK's probes).
@@ -165,6 +173,7 @@ def kernel_conditioning(
         for name, p in adapter.model.named_parameters():
             p.requires_grad_(name in trainable)
         n_params = sum(p.numel() for p in adapter.model.parameters() if p.requires_grad)
+        budget = _NTKBudget(where, max_seconds, len(x), n_probes)
         for name, h in outputs.items():
             if h is None:
                 skipped[name] = "not called by the forward pass"
@@ -181,9 +190,33 @@ def kernel_conditioning(
                                  batch.inputs, plan, per_sample=not adapter.coupled,
                                  generator=generator, note=adapter.note)
             rows.append(_row(name, gram, theory.get(name), plan.description))
+            budget.check(len(rows), sum(h is not None for h in outputs.values()))
     n = rows[0].kernel.shape[0] if rows else len(x)
     return KernelConditioning(kind=kind, layers=tuple(rows), skipped=skipped, n_samples=n,
                               mode=adapter.mode, theory_skipped=theory_skipped)
+
+
+class _NTKBudget:
+    """``max_seconds`` for the NTK's layers: after each layer, the seconds so far per layer
+    times the layers estimate the whole; past a second spent, an estimate over the budget is
+    refused."""
+
+    def __init__(self, where: str, max_seconds: Optional[float], n: int, n_probes: int):
+        self.where, self.max_seconds, self.n, self.n_probes = where, max_seconds, n, n_probes
+        self.start = time.perf_counter()
+
+    def check(self, done: int, total: int) -> None:
+        spent = time.perf_counter() - self.start
+        estimate = spent / done * total
+        if self.max_seconds is None or spent <= 1.0 or estimate <= self.max_seconds:
+            return
+        raise invalid(self.where, f"an NTK per layer within max_seconds={self.max_seconds:g}",
+                      f"an estimated {estimate:.0f} s for {total} layers ({done} took "
+                      f"{spent:.1f} s, {self.n} samples)",
+                      f"measure fewer samples (max_samples < {self.n}) or layers (layers=[...]),"
+                      f" fewer probes (n_probes < {self.n_probes}), use kind='conjugate', or "
+                      "pass max_seconds=None (or a larger budget) to run it anyway",
+                      error=BudgetExceededError)
 
 
 def _layer_value(adapter: ModelAdapter, sites, name: str):
