@@ -13,9 +13,9 @@ from nngauge.cli._report import DATA_HELP
 
 RANK_EXAMPLES = (
     "nngauge rank examples/rank_family.py:build --grid depth=2,4,8 --grid width=32,128 "
-    "--data digits --out rank.html --json rank.json",
-    "nngauge rank my_nets.py:build --grid blocks=1,2 --data digits:image --measures "
-    "nlc_rule,kernel_condition,n_params",
+    "--data digits:image --out rank.html --json rank.json",
+    "nngauge rank examples/rank_family.py:build --grid skip=true,false --data digits:image "
+    "--measures nlc_rule,kernel_condition,n_params",
 )
 
 

@@ -254,8 +254,8 @@ class Report:
 
     def summary(self) -> str:
         """A few lines of text: the status, the time, then one line per verdict."""
-        lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections, "
-                 f"peak memory {gibibytes(self.peak_memory)})"]
+        lines = [f"{self.status} in {self.seconds:.1f} s ({len(self.failed)} failed sections), "
+                 f"peak memory {gibibytes(self.peak_memory)}"]
         if self.interrupted:
             lines.append(f"  {self.banner}")
         lines += [f"  {v.status:>4}  {v.title}: {v.message}"

@@ -145,20 +145,13 @@ def rank(
         ([1, 2], 'nlc_rule')
     """
     from nngauge.studies._predictors import known_directions
-    from nngauge.studies._units import MEASURES, _measure
 
     where = "rank()"
     build = _builder(builder, where)
     keys = _checked_grid(build, grid, where)
-    unknown = [name for name in measures if name not in MEASURES]
-    if unknown or not measures:
-        raise UnknownNameError(f"{where} expected measures among {sorted(MEASURES)}; got "
-                               f"{list(unknown) or 'none'}. Fix: pass e.g. "
-                               f"measures={list(DEFAULT_MEASURES)}.")
+    columns = measure_columns(measures, where)
     inputs, labels = _pair(data, where)
     seed = seed_of(generator)
-    columns = tuple(column for name in measures for column in MEASURES[name])
-    parts = ((inputs, labels),) * 3
     found: list[Candidate] = []
     ran = False
     for values in itertools.product(*(grid[k] for k in keys)):
@@ -182,12 +175,12 @@ def rank(
             continue
         ran = True
         try:
-            measured = _measure(list(measures), model, parts, batch_size,
-                                torch.Generator().manual_seed(seed), undefined_as_nan=True)
+            measured = measure_candidate(model, (inputs, labels), measures,
+                                         batch_size=batch_size, generator=seed)
         except Exception as exc:  # a measure failing on one candidate is that row's error
             found.append(Candidate(arguments, {}, None, f"{type(exc).__name__}: {exc}"))
             continue
-        found.append(Candidate(arguments, {c: float(measured[c]) for c in columns}, None))
+        found.append(Candidate(arguments, measured, None))
     if not ran:
         raise invalid(where, "data on which the candidates run",
                       f"no candidate ran; the first: {found[0].error}" if found else "no grid",
@@ -196,6 +189,33 @@ def rank(
     direction = known_directions().get(key, 1)
     return Ranking(_ordered(found, key, direction), keys, columns, tuple(measures), key,
                    direction)
+
+
+def measure_columns(measures: Sequence[str], where: str) -> tuple[str, ...]:
+    """The columns of the study measures ``measures``, in order (unknown names refused)."""
+    from nngauge.studies._units import MEASURES
+
+    unknown = [name for name in measures if name not in MEASURES]
+    if unknown or not measures or isinstance(measures, str):
+        raise UnknownNameError(f"{where} expected a list of measures among {sorted(MEASURES)};"
+                               f" got {list(unknown) or repr(measures)}. Fix: pass e.g. "
+                               f"measures={list(DEFAULT_MEASURES)}.")
+    return tuple(column for name in measures for column in MEASURES[name])
+
+
+def measure_candidate(model: nn.Module, data: tuple[torch.Tensor, Optional[torch.Tensor]],
+                      measures: Sequence[str] = DEFAULT_MEASURES, *, batch_size: int = 256,
+                      generator: Union[int, torch.Generator] = 0) -> dict[str, float]:
+    """The columns of the study measures ``measures`` of ``model`` at initialization on
+    ``data`` = (inputs, labels): what :func:`rank` records per candidate (NaN where a measure
+    is undefined on a network with a constant output)."""
+    from nngauge.studies._units import _measure
+
+    columns = measure_columns(measures, "measure_candidate()")
+    measured = _measure(list(measures), model, (data,) * 3, batch_size,
+                        torch.Generator().manual_seed(seed_of(generator)),
+                        undefined_as_nan=True)
+    return {column: float(measured[column]) for column in columns}
 
 
 def _builder(builder: Union[str, Callable[..., nn.Module]], where: str) -> Callable:
@@ -276,4 +296,5 @@ def _ordered(found: list[Candidate], key: str, direction: int) -> tuple[Candidat
                   for i, c in enumerate(scored)] + rest)
 
 
-__all__ = ["Candidate", "DEFAULT_MEASURES", "Ranking", "rank"]
+__all__ = ["Candidate", "DEFAULT_MEASURES", "Ranking", "measure_candidate", "measure_columns",
+           "rank"]

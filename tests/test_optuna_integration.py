@@ -1,0 +1,110 @@
+"""nngauge.integrations.optuna: predictors recorded as user attributes before training, and a
+pruner that stops trials with bad predictors before they train, in memory and on SQLite."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from nngauge.errors import InvalidInputError
+
+optuna = pytest.importorskip("optuna", reason="pip install 'nngauge[optuna]'")
+
+from nngauge.integrations.optuna import PREFIX, PredictorPruner, record_predictors  # noqa: E402
+from nngauge.nn import mlp  # noqa: E402
+from nngauge.studies._rank import measure_candidate  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+@pytest.fixture(scope="module")
+def data():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(64, 8, generator=gen), torch.randint(0, 3, (64,), generator=gen)
+
+
+def test_record_predictors_sets_one_user_attribute_per_column(data):
+    study = optuna.create_study()
+    trial = study.ask()
+    model = mlp(8, 16, 3, 3, activation="tanh", generator=0)
+    values = record_predictors(trial, model, data, measures=["nlc", "n_params"])
+    assert set(values) == {"nlc", "output_bias", "n_params"}
+    assert values == measure_candidate(model, data, ["nlc", "n_params"])  # rank's numbers
+    attrs = study.trials[0].user_attrs
+    assert attrs == {PREFIX + k: v for k, v in values.items()}
+    assert attrs[PREFIX + "n_params"] == sum(p.numel() for p in model.parameters())
+
+
+PLANTED = {0: 1.5, 1: 40.0, 2: 2.2, 3: 0.01, 4: 1.1, 5: 2.9, 6: 500.0, 7: 1.8, 8: 0.2, 9: 2.5}
+"""Trial number -> the NLC planted for it: outside (1, 3) at 1, 3, 6, 8."""
+
+
+def _objective(trained: list[int]):
+    def objective(trial):
+        trial.set_user_attr(PREFIX + "nlc", PLANTED[trial.number])
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+        trained.append(trial.number)
+        return float(trial.number)
+    return objective
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_the_pruner_stops_every_bad_trial_before_training_and_no_good_one(storage, tmp_path):
+    url = None if storage == "memory" else f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = optuna.create_study(storage=url, study_name="s",
+                                pruner=PredictorPruner("nlc", good=(1.0, 3.0)))
+    trained: list[int] = []
+    study.optimize(_objective(trained), n_trials=len(PLANTED))
+    pruned = {t.number for t in study.trials if t.state == optuna.trial.TrialState.PRUNED}
+    assert pruned == {1, 3, 6, 8}
+    assert trained == [n for n in PLANTED if n not in pruned]  # pruned ones never trained
+    if url is not None:  # another worker reading the same storage sees the attributes
+        again = optuna.load_study(study_name="s", storage=url)
+        assert [t.user_attrs[PREFIX + "nlc"] for t in again.trials] == list(PLANTED.values())
+
+
+def test_the_percentile_rule_reads_earlier_trials_in_the_known_direction(tmp_path):
+    """nlc_rule: lower is better. With 3 start-up trials and the 50th percentile, a trial is
+    pruned when its rule is above the median of the trials before it."""
+    rules = [0.0, 1.0, 2.0, 3.0, 0.5, 2.5, 0.1, 9.0]
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'p.db'}",
+                                pruner=PredictorPruner("nlc_rule", percentile=50,
+                                                       n_startup_trials=3))
+    trained = []
+
+    def objective(trial):
+        trial.set_user_attr(PREFIX + "nlc_rule", rules[trial.number])
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+        trained.append(trial.number)
+        return 0.0
+
+    study.optimize(objective, n_trials=len(rules))
+    expected = []
+    for i, rule in enumerate(rules):
+        earlier = sorted(-r for r in rules[:i])
+        if len(earlier) >= 3:
+            rank = 0.5 * (len(earlier) - 1)
+            low, high = earlier[math.floor(rank)], earlier[math.ceil(rank)]
+            median = low + (high - low) * (rank - math.floor(rank))
+            if -rule < median:
+                continue
+        expected.append(i)
+    assert trained == expected and 7 not in trained and 3 not in trained
+
+
+def test_a_trial_without_predictors_is_left_alone_and_bad_options_are_refused():
+    pruner = PredictorPruner("nlc", good=(1.0, 3.0))
+    study = optuna.create_study(pruner=pruner)
+    trial = study.ask()
+    assert not trial.should_prune()
+    with pytest.raises(InvalidInputError, match="good=\\(low, high\\) or percentile"):
+        PredictorPruner("nlc")
+    with pytest.raises(InvalidInputError, match="low <= high"):
+        PredictorPruner("nlc", good=(3.0, 1.0))
+    with pytest.raises(InvalidInputError, match="known direction"):
+        PredictorPruner("my_score", percentile=20)
+    assert PredictorPruner("my_score", percentile=20, direction=-1).direction == -1
