@@ -108,3 +108,26 @@ def test_a_trial_without_predictors_is_left_alone_and_bad_options_are_refused():
     with pytest.raises(InvalidInputError, match="known direction"):
         PredictorPruner("my_score", percentile=20)
     assert PredictorPruner("my_score", percentile=20, direction=-1).direction == -1
+
+
+def test_the_example_prunes_exactly_the_trials_outside_the_ideal_nlc_range(tmp_path):
+    """examples/optuna_prune.py on SQLite: every pruned trial's NLC lies outside (1, 3), every
+    trained one inside, and the pruned ones never trained (no value)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = f"sqlite:///{tmp_path / 'ex.db'}"
+    example = Path(__file__).resolve().parents[1] / "examples" / "optuna_prune.py"
+    out = subprocess.run([sys.executable, str(example), "--trials", "8", "--storage", url],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    trials = optuna.load_study(study_name="nngauge-nlc", storage=url).trials
+    assert len(trials) == 8
+    states = {t.state for t in trials}
+    assert optuna.trial.TrialState.PRUNED in states and optuna.trial.TrialState.COMPLETE in states
+    for trial in trials:
+        nlc = trial.user_attrs[PREFIX + "nlc"]
+        inside = nlc is not None and 1.0 <= nlc <= 3.0
+        assert (trial.state == optuna.trial.TrialState.COMPLETE) == inside, (nlc, trial.state)
+        assert (trial.value is not None) == inside
