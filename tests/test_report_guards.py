@@ -146,6 +146,11 @@ def test_past_the_budget_the_costliest_sections_go_first_naming_the_budget_that_
         assert key in _plan.allot(least, needed)[0]
         assert key not in _plan.allot(least, needed - 1)[0]
     assert _plan.allot({"nlc": 11.0}, 10.0) == ({}, {"nlc": 11})
+    # the NLC opens the report: given up only when nothing else is left to give up
+    seconds, given_up = _plan.allot({"nlc": 8.0, "correlations": 1.0, "loss": 5.0}, 10.0)
+    assert set(seconds) == {"nlc", "correlations"} and given_up == {"loss": 14}
+    seconds, given_up = _plan.allot({"nlc": 12.0, "correlations": 1.0}, 10.0)
+    assert set(seconds) == {"correlations"} and given_up == {"nlc": 13}  # too costly alone
 
 
 def test_a_model_too_slow_even_for_its_cheapest_section_is_refused(monkeypatch):

@@ -49,6 +49,9 @@ from nngauge.errors import BudgetExceededError, invalid
 SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.2, "trajectory": 0.15,
           "transitions": 0.15, "regions": 0.1, "loss": 0.1}
 """Fraction of the budget each section may spend (the kernel and theory sections are cheap)."""
+KEPT_LONGEST = ("nlc",)
+"""Sections given up only when nothing else is left to give up (or when they do not fit the
+budget alone): the NLC, whose verdicts open the report."""
 TIMING_SAMPLES = 16
 """Samples of the timed forward and backward pass."""
 JACOBIAN_POSITIONS = 12
@@ -180,16 +183,20 @@ def allot(least: dict[str, float], budget: float) -> tuple[dict[str, float], dic
     each.
 
     While the least work of the sections left exceeds ``budget``, the section with the
-    costliest least work is given up. Each section left gets its least work plus its share
-    (:data:`SHARES`) of the seconds that remain. A section given up runs under a budget of at
-    least the least work of itself and of every section no costlier than it.
+    costliest least work is given up, the NLC (the report's first verdict) only when it is
+    the last one left or does not fit the budget on its own. Each section left gets its least work plus its share (:data:`SHARES`)
+    of the seconds that remain. A section given up runs under a budget of at least the least
+    work of itself and of every section no costlier than it (and of the NLC).
     """
     running = dict(least)
     given_up: dict[str, int] = {}
     while running and sum(running.values()) > budget:
-        key = max(running, key=lambda k: (running[k], list(least).index(k)))
+        droppable = [k for k in running if k not in KEPT_LONGEST or least[k] > budget
+                     ] or list(running)
+        key = max(droppable, key=lambda k: (running[k], list(least).index(k)))
         running.pop(key)
-        given_up[key] = math.ceil(sum(v for v in least.values() if v <= least[key]))
+        given_up[key] = math.ceil(sum(v for k, v in least.items()
+                                      if v <= least[key] or k in KEPT_LONGEST))
     shares = {key: SHARES.get(key, 0.0) for key in running}
     spare = budget - sum(running.values())
     total = sum(shares.values())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from nngauge._internal.usage import gibibytes
 from nngauge.errors import require_extra
 
@@ -115,8 +117,6 @@ to measure the rest.</div>{% endif %}
 def render(report) -> str:
     """Render ``report`` with jinja2, autoescape on: every user string is escaped."""
     require_extra("jinja2", "report", "Report.to_html()")
-    import dataclasses
-
     import jinja2
 
     from nngauge._version import __version__
@@ -124,5 +124,14 @@ def render(report) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.from_string(TEMPLATE)
     return template.render(report=report, version=__version__, fmt=lambda v: f"{v:.4g}",
-                           settings=dataclasses.asdict(report.settings),
+                           settings=_shown(report.settings),
                            memory=gibibytes(report.peak_memory))
+
+
+def _shown(settings) -> dict:
+    """The settings as the page's table shows them: the plan's seconds and the sections it
+    gave up in words, not as Python tuples."""
+    shown = dataclasses.asdict(settings)
+    shown["allotted"] = ", ".join(f"{key} {seconds:.3g} s" for key, seconds in settings.allotted)
+    shown["given_up"] = "; ".join(f"{key}: {why}" for key, why in settings.given_up) or "none"
+    return shown
