@@ -23,7 +23,8 @@ def rank(
     builder: str = typer.Argument(..., metavar="BUILDER",
                                   help="path/to/file.py:function building one candidate "
                                   "from keyword arguments."),
-    grid: list[str] = typer.Option(..., "--grid", help="KEY=V1,V2,...: the values of one "
+    grid: list[str] = typer.Option(..., "--grid", metavar="KEY=V1,V2,...",
+                                   help="The values of one "
                                    "keyword argument (repeat for each; every combination is "
                                    "a candidate)."),
     data: str = typer.Option(..., "--data", help=DATA_HELP),
