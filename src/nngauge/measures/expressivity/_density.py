@@ -28,6 +28,7 @@ from torch import nn
 
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.budget import DEFAULT_MAX_SECONDS
 from nngauge._internal.data import collect
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
@@ -43,9 +44,8 @@ from nngauge._results import Result
 from nngauge._vocabulary import deprecated_attribute, renamed
 from nngauge.errors import invalid
 from nngauge.measures.expressivity._lines import (
-    DEFAULT_MAX_SECONDS,
     AffineCheck,
-    TimeBudget,
+    PieceBudget,
     bisect_changes,
     segment_of,
 )
@@ -503,13 +503,13 @@ def _exact_lines(adapter: ModelAdapter, anchors: torch.Tensor, names, merge_tol:
     counter, report = _SegmentCounter(len(anchors), len(engine.sites)), EngineReport()
     check = AffineCheck(lambda x: adapter.select(model(x)), anchors, adapter.select,
                          adapter.where)
-    budget = TimeBudget(adapter.where, max_seconds, path=f"the {len(anchors)} segments",
+    budget = PieceBudget(adapter.where, max_seconds, path=f"the {len(anchors)} segments",
                         shorter="fewer samples or directions, or a smaller radius")
     for chunk in engine.run(Intervals.whole(len(anchors), device), anchors, merge_tol=merge_tol,
                             report=report):
         last = len(chunk.pieces) - 1  # segments stream out in order
-        budget.check((int(chunk.pieces.slice_index[last]) + float(chunk.pieces.hi[last]))
-                     / len(anchors), report.pieces)
+        done = (int(chunk.pieces.slice_index[last]) + float(chunk.pieces.hi[last])) / len(anchors)
+        budget.check_pieces(done, report.pieces)
         check.add(chunk)
         counter.add(chunk.pieces.slice_index, chunk.codes)
     check.flush()

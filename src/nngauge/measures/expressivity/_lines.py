@@ -5,25 +5,20 @@
 - :func:`pattern_hashes`: the patterns of points, hashed per site, in chunks;
 - :class:`AffineCheck`: the exact method's guard that the network is affine on the engine's
   pieces;
-- :class:`TimeBudget`: the exact method's ``max_seconds``, estimated from the share of the
+- :class:`PieceBudget`: the exact method's ``max_seconds``, estimated from the share of the
   path done.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import torch
 
+from nngauge._internal.budget import TimeBudget
 from nngauge._internal.patterns import CHUNK_POINTS, PatternHasher
 from nngauge._internal.piecewise import Intervals
-from nngauge.errors import BudgetExceededError, invalid
-
-DEFAULT_MAX_SECONDS = 60.0
-"""Default ``max_seconds`` of the exact methods."""
-TIMED_SECONDS = 1.0
-"""Seconds of pieces timed before the estimate of the whole path is trusted."""
+from nngauge.errors import invalid
 
 AFFINE_RTOL = 1e-6
 """Relative tolerance of the check that the network equals the exact engine's affine map."""
@@ -31,28 +26,21 @@ AFFINE_CHECK_EVERY = 64
 """That check runs the model on every 64th exact piece."""
 
 
-class TimeBudget:
+class PieceBudget(TimeBudget):
     """``max_seconds`` for the exact engine's walk along segments, whose pieces stream out in
-    path order: once :data:`TIMED_SECONDS` have passed, the time so far over the share of the
-    path done estimates the whole, and an estimate over the budget is refused at once (with
-    it), so that a network too big for the exact method is refused in about a second."""
+    path order (:class:`~nngauge._internal.budget.TimeBudget`): a network too big for the
+    exact method is refused in about a second."""
 
     def __init__(self, where: str, max_seconds: Optional[float], *, path: str = "the path",
                  shorter: str = "a shorter path") -> None:
-        self.where, self.max_seconds, self.path, self.shorter = where, max_seconds, path, shorter
-        self.start = time.perf_counter()
+        super().__init__(where, max_seconds, what="an exact count", whole=path,
+                         fix=f"use method='sampled', {shorter}")
 
-    def check(self, done: float, pieces: int) -> None:
+    def check_pieces(self, done: float, pieces: int) -> None:
         """Refuse if ``pieces`` pieces up to the share ``done`` in (0, 1] of the path took
         long enough to trust and predict more than ``max_seconds`` for it."""
-        spent = time.perf_counter() - self.start
-        if self.max_seconds is None or spent <= TIMED_SECONDS or spent / done <= self.max_seconds:
-            return
-        raise invalid(self.where, f"an exact count within max_seconds={self.max_seconds:g}",
-                      f"an estimated {spent / done:,.0f} s for {self.path} ({pieces:,} pieces in "
-                      f"{done:.3g} of it in {spent:.1f} s, about {pieces / done:,.0f} in all)",
-                      f"use method='sampled', {self.shorter}, or pass max_seconds=None (or a "
-                      "larger budget) to run it anyway", error=BudgetExceededError)
+        self.check(done, lambda spent: f"{pieces:,} pieces in {done:.3g} of it in "
+                   f"{spent:.1f} s, about {pieces / done:,.0f} in all")
 
 
 class AffineCheck:

@@ -18,6 +18,7 @@ from torch import nn
 
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.budget import DEFAULT_MAX_SECONDS
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.patterns import (
     PatternHasher,
@@ -35,9 +36,8 @@ from nngauge._internal.piecewise import (
 from nngauge._results import Result
 from nngauge.errors import BudgetExceededError, NNGaugeError, invalid
 from nngauge.measures.expressivity._lines import (
-    DEFAULT_MAX_SECONDS,
     AffineCheck,
-    TimeBudget,
+    PieceBudget,
     bisect_changes,
 )
 from nngauge.measures.expressivity._trajectory import theory_overlay
@@ -305,7 +305,7 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
     pieces, anchors = polyline_slices(vertices)
     stats, report, bounds = _PieceStats(len(engine.sites)), EngineReport(), []
     check = AffineCheck(lambda x: adapter.select(model(x)), anchors, adapter.select, where)
-    budget = TimeBudget(where, max_seconds)
+    budget = PieceBudget(where, max_seconds)
     for chunk in engine.run(pieces, anchors, merge_tol=merge_tol, report=report):
         done = float(chunk.pieces.bounds(knots)[-1, 1])
         if max_pieces is not None and report.pieces > max_pieces:
@@ -313,7 +313,7 @@ def _exact(adapter: ModelAdapter, model: nn.Module, traj, names, merge_tol, max_
                           f"more than {report.pieces} after t = {done:.3g} of [0, 1]",
                           "use method='sampled', or raise max_pieces",
                           error=BudgetExceededError)
-        budget.check(done, report.pieces)
+        budget.check_pieces(done, report.pieces)
         check.add(chunk)
         stats.add(list(chunk.codes), len(chunk.pieces))
         bounds.append(chunk.pieces.bounds(knots).cpu())

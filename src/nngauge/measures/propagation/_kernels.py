@@ -23,7 +23,6 @@ the standard parameterization) are computed beside the empirical ones, layer by 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Sequence
 
@@ -33,12 +32,12 @@ from torch import nn
 
 from nngauge._constraints import Choice, Integer, Maybe, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
+from nngauge._internal.budget import DEFAULT_MAX_SECONDS, TimeBudget
 from nngauge._internal.ntk import empirical_ntk, plan_ntk
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.probing import OUTPUT
 from nngauge._results import Result
 from nngauge.errors import BudgetExceededError, invalid
-from nngauge.measures.expressivity._lines import DEFAULT_MAX_SECONDS
 from nngauge.theory import condition_number, mean_normalized_dot_product
 
 Kind = Literal["conjugate", "ntk"]
@@ -173,7 +172,12 @@ def kernel_conditioning(
         for name, p in adapter.model.named_parameters():
             p.requires_grad_(name in trainable)
         n_params = sum(p.numel() for p in adapter.model.parameters() if p.requires_grad)
-        budget = _NTKBudget(where, max_seconds, len(x), n_probes)
+        total = sum(h is not None for h in outputs.values())
+        budget = TimeBudget(where, max_seconds, what="an NTK per layer",
+                            whole=f"{total} layers",
+                            fix=f"measure fewer samples (max_samples < {len(x)}) or layers "
+                            f"(layers=[...]), fewer probes (n_probes < {n_probes}), use "
+                            "kind='conjugate'")
         for name, h in outputs.items():
             if h is None:
                 skipped[name] = "not called by the forward pass"
@@ -190,33 +194,11 @@ def kernel_conditioning(
                                  batch.inputs, plan, per_sample=not adapter.coupled,
                                  generator=generator, note=adapter.note)
             rows.append(_row(name, gram, theory.get(name), plan.description))
-            budget.check(len(rows), sum(h is not None for h in outputs.values()))
+            budget.check(len(rows) / total, lambda spent: f"{len(rows)} took {spent:.1f} s, "
+                         f"{len(x)} samples")
     n = rows[0].kernel.shape[0] if rows else len(x)
     return KernelConditioning(kind=kind, layers=tuple(rows), skipped=skipped, n_samples=n,
                               mode=adapter.mode, theory_skipped=theory_skipped)
-
-
-class _NTKBudget:
-    """``max_seconds`` for the NTK's layers: after each layer, the seconds so far per layer
-    times the layers estimate the whole; past a second spent, an estimate over the budget is
-    refused."""
-
-    def __init__(self, where: str, max_seconds: Optional[float], n: int, n_probes: int):
-        self.where, self.max_seconds, self.n, self.n_probes = where, max_seconds, n, n_probes
-        self.start = time.perf_counter()
-
-    def check(self, done: int, total: int) -> None:
-        spent = time.perf_counter() - self.start
-        estimate = spent / done * total
-        if self.max_seconds is None or spent <= 1.0 or estimate <= self.max_seconds:
-            return
-        raise invalid(self.where, f"an NTK per layer within max_seconds={self.max_seconds:g}",
-                      f"an estimated {estimate:.0f} s for {total} layers ({done} took "
-                      f"{spent:.1f} s, {self.n} samples)",
-                      f"measure fewer samples (max_samples < {self.n}) or layers (layers=[...]),"
-                      f" fewer probes (n_probes < {self.n_probes}), use kind='conjugate', or "
-                      "pass max_seconds=None (or a larger budget) to run it anyway",
-                      error=BudgetExceededError)
 
 
 def _layer_value(adapter: ModelAdapter, sites, name: str):
