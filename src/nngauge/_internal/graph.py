@@ -43,7 +43,7 @@ from nngauge._internal.behaviour import classify_behaviour
 from nngauge._internal.data import require_model_output
 from nngauge._internal.layers import ACTIVATIONS, RESHAPES
 from nngauge.activations._torch import ActivationModule
-from nngauge.errors import invalid
+from nngauge.errors import InvalidInputError, invalid
 
 OpKind = Literal["input", "constant", "shape", "affine", "activation", "maxpool", "output",
                  "other"]
@@ -292,9 +292,19 @@ class _Tracer(fx.Tracer):
             raise
 
 
-UNTRACEABLE = "a model torch.fx can trace"
-"""What :func:`trace_graph`'s refusal of a model it cannot trace expects (measures that can
-do without the graph look for it)."""
+class UntraceableError(InvalidInputError):
+    """:func:`trace_graph`'s refusal of a model ``torch.fx`` cannot trace; ``reason`` (the
+    message's "got") says where tracing failed, for measures that can do without the graph."""
+
+    reason: str = ""
+
+
+def _untraceable(where: str, expected: str, got: str, fix: str) -> UntraceableError:
+    error = invalid(where, expected, got, fix, error=UntraceableError)
+    error.reason = got
+    return error
+
+
 MAX_TRACE_RETRIES = 50
 
 
@@ -315,16 +325,16 @@ def _trace(model: nn.Module, where: str) -> fx.GraphModule:
                 leaves.add(culprit)
                 continue
             first = str(exc).splitlines()[0] if str(exc) else ""
-            raise invalid(where, f"{UNTRACEABLE} (no Python control flow on tensor "
-                          "values in its forward())",
-                          f"tracing failed in {culprit or 'the model'}'s forward(): "
-                          f"{type(exc).__name__}: {first}",
-                          "use the sampled method, or move data-dependent branches into "
-                          "submodules") from None
+            raise _untraceable(where, "a model torch.fx can trace (no Python control flow on "
+                               "tensor values in its forward())",
+                               f"tracing failed in {culprit or 'the model'}'s forward(): "
+                               f"{type(exc).__name__}: {first}",
+                               "use the sampled method, or move data-dependent branches into "
+                               "submodules") from None
         _drop_specialized(graph, where)
         return fx.GraphModule(model, graph)
-    raise invalid(where, UNTRACEABLE, f"more than {MAX_TRACE_RETRIES} modules "
-                  "that cannot be traced", "use the sampled method")
+    raise _untraceable(where, "a model torch.fx can trace", f"more than {MAX_TRACE_RETRIES} "
+                       "modules that cannot be traced", "use the sampled method")
 
 
 _ONE_TENSOR = ("a model whose forward() takes one tensor argument (further parameters with "
@@ -633,6 +643,6 @@ def _clamp_op(node: fx.Node, label: str, name: str) -> GraphOp:
                    homogeneous=low == 0 and high is None)
 
 
-__all__ = ["FunctionSite", "GraphOp", "ModelGraph", "OpKind", "expose_functions",
-           "hidden_activations", "module_breakpoints", "module_homogeneous", "site_name",
-           "target_name", "trace_graph"]
+__all__ = ["FunctionSite", "GraphOp", "ModelGraph", "OpKind", "UntraceableError",
+           "expose_functions", "hidden_activations", "module_breakpoints", "module_homogeneous",
+           "site_name", "target_name", "trace_graph"]

@@ -37,7 +37,7 @@ from torch import nn
 
 from nngauge._constraints import Flag, Real, constrained
 from nngauge._internal.adapter import MeasurementMode, ModelAdapter
-from nngauge._internal.graph import UNTRACEABLE, GraphOp, ModelGraph
+from nngauge._internal.graph import GraphOp, ModelGraph, UntraceableError
 from nngauge._internal.options import ModelOptions, model_options
 from nngauge._internal.spectral import (
     POWER_MAX_ITER,
@@ -47,7 +47,7 @@ from nngauge._internal.spectral import (
 )
 from nngauge._results import Result, row_named
 from nngauge._vocabulary import deprecated_attribute, renamed
-from nngauge.errors import InvalidInputError, invalid, warn_caller
+from nngauge.errors import invalid, warn_caller
 from nngauge.measures.generalization._fold import PROBE_SAMPLES, folded_graph, folded_mode
 from nngauge.measures.generalization._margin import adapter_scores, epsilon_margin, margins_of
 from nngauge.measures.generalization._paths import log_path_sum, path_obstacles
@@ -303,17 +303,16 @@ def margin_and_layers(model: nn.Module, data: Any, labels: Any, options: ModelOp
     try:
         graph = folded_graph(model, input_shape, where, probe=probe)
         layers = weight_layers(graph)
-    except InvalidInputError as exc:
-        if not (untraced and UNTRACEABLE in str(exc)) or any(
-                isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+    except UntraceableError as exc:
+        if not untraced or any(isinstance(m, nn.modules.batchnorm._BatchNorm)
+                               for m in model.modules()):
             raise
         work = copy.deepcopy(model).to("cpu").eval().requires_grad_(False)
         sample = first.detach().cpu()
         if sample.is_floating_point():
             sample = sample.to(next((p.dtype for p in work.parameters()
                                      if p.is_floating_point()), sample.dtype))
-        graph = str(exc).split("; got ", 1)[-1].split(". Fix:", 1)[0]
-        layers = module_weight_layers(work, sample)
+        graph, layers = exc.reason, module_weight_layers(work, sample)
     if not layers:
         raise invalid(where, "a network with at least one Linear or Conv layer",
                       "no weight layers", "pass a network of Linear/Conv layers")
