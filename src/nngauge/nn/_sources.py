@@ -182,15 +182,17 @@ def _unpickle(path: Path, trust_pickle: bool, where: str, expected: str) -> Any:
                           "pass --trust-pickle (trust_pickle=True) if you trust this file: "
                           "unpickling runs arbitrary code") from None
     except Exception as exc:
-        raise invalid(where, "a loadable torch.save file",
-                      f"{path}: {type(exc).__name__}: {exc}",
-                      "load it in Python to see why") from None
+        raise _unloadable(path, exc, where) from None
     try:
         return torch.load(path, weights_only=False, map_location="cpu")
     except Exception as exc:
-        raise invalid(where, "a loadable torch.save file",
-                      f"{path}: {type(exc).__name__}: {exc}",
-                      "load it in Python to see why") from None
+        raise _unloadable(path, exc, where) from None
+
+
+def _unloadable(path: Path, exc: Exception, where: str) -> NNGaugeError:
+    """The error for a ``torch.save`` file a loader could not read."""
+    return invalid(where, "a loadable torch.save file", f"{path}: {type(exc).__name__}: {exc}",
+                   "load it in Python to see why")
 
 
 def _read_weights(path: Path, trust_pickle: bool, where: str) -> dict[str, torch.Tensor]:
