@@ -471,7 +471,7 @@ def _run_section(builder: SectionBuilder, ctx: Context, spent: float) -> Section
     start = time.perf_counter()
     status, error, output = "ok", "", SectionOutput()
     budget = ctx.settings.budget
-    seconds = dict(ctx.settings.allotted).get(builder.key, 0.0)
+    seconds = ctx.settings.seconds(builder.key) or 0.0
     given_up = dict(ctx.settings.given_up)
     if builder.key in given_up:
         return Section(builder.key, builder.title, builder.source, "skipped", 0.0, output,
