@@ -74,6 +74,16 @@ def test_every_grid_point_is_a_candidate_ranked_by_the_first_predictor(ranking):
     assert len(table) == 5
 
 
+def test_the_candidates_are_built_from_the_seed_without_touching_the_callers_random_state(
+        data):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first = rank(build, {"dim": [8]}, data, measures=FAST, generator=5)
+    assert torch.equal(torch.get_rng_state(), before)
+    again = rank(build, {"dim": [8]}, data, measures=FAST, generator=5)
+    assert first.records() == again.records()
+
+
 def test_a_failing_builder_call_is_that_candidates_error(data):
     result = rank(build, {"depth": [1, 3]}, data, measures=FAST)
     ok, failed = result.candidates

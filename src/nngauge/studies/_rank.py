@@ -157,8 +157,9 @@ def rank(
     for values in itertools.product(*(grid[k] for k in keys)):
         arguments = dict(zip(keys, values))
         try:
-            torch.manual_seed(seed)
-            model = build(**arguments)
+            with torch.random.fork_rng(devices=[]):  # the caller's random state is kept
+                torch.manual_seed(seed)
+                model = build(**arguments)
             if not isinstance(model, nn.Module):
                 raise invalid(where, "the builder to return a torch.nn.Module",
                               type(model).__name__, "return the model object")
