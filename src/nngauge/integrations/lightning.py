@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nngauge.integrations._lazy import built_on_access
+
 __all__ = ["GaugeCallback"]
 
 
@@ -71,9 +73,4 @@ def _build():
     return GaugeCallback
 
 
-def __getattr__(name: str):
-    if name == "GaugeCallback":
-        value = _build()
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'nngauge.integrations.lightning' has no attribute {name!r}")
+__getattr__ = built_on_access(__name__, {"GaugeCallback": _build})

@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
+from nngauge.integrations._lazy import built_on_access
+
 PREFIX = "nngauge."
 """The user attributes' prefix: ``nngauge.nlc``, ``nngauge.n_params``, ..."""
 
@@ -59,6 +61,7 @@ def _build():
     from nngauge.errors import invalid, require_extra
 
     require_extra("optuna", "optuna", "nngauge.integrations.optuna.PredictorPruner")
+    import numpy as np
     import optuna
 
     from nngauge.studies._predictors import known_directions
@@ -118,19 +121,11 @@ def _build():
                        if t.number != trial.number and t.user_attrs.get(name) is not None]
             if len(earlier) < self.n_startup_trials:
                 return False
-            scored = sorted(self.direction * v for v in earlier)
-            rank = self.percentile / 100 * (len(scored) - 1)
-            low, high = scored[math.floor(rank)], scored[math.ceil(rank)]
-            threshold = low + (high - low) * (rank - math.floor(rank))
+            threshold = np.percentile([self.direction * v for v in earlier], self.percentile)
             return self.direction * value < threshold
 
     PredictorPruner.__module__ = __name__
     return PredictorPruner
 
 
-def __getattr__(name: str):
-    if name == "PredictorPruner":
-        value = _build()
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'nngauge.integrations.optuna' has no attribute {name!r}")
+__getattr__ = built_on_access(__name__, {"PredictorPruner": _build})
