@@ -92,6 +92,20 @@ LOSS_MIN_PROBES = 6
 """Fewest Hessian-trace products the loss-surface section is given when the budget is short."""
 LOSS_MIN_POINTS = 21
 """Fewest points of the loss slice when the budget is short (odd: alpha = 0 is one)."""
+MIN_CORRELATION_SAMPLES = 16
+"""Fewest samples of the correlation section."""
+MIN_JACOBIAN_SAMPLES = 4
+"""Fewest samples of the Jacobian section without batch statistics."""
+MIN_TRAJECTORY_POINTS = 65
+"""Fewest points of the trajectory section (2^6 + 1)."""
+MIN_EVALUATIONS = 256
+"""Fewest evaluations of the sampled transitions."""
+MIN_TRANSITION_PIECES = 128
+"""Fewest pieces the exact transitions may follow."""
+MIN_REGION_PIECES = 64
+"""Fewest pieces the exact regions of a plane may hold."""
+MIN_RESOLUTION = 16
+"""Fewest cells per side of the regions' grid."""
 REFUSE_FACTOR = 10.0
 """A report whose cheapest section's least work (:func:`least_seconds`) is estimated at more
 than this many times its budget is refused rather than run."""
@@ -153,23 +167,25 @@ def least_seconds(settings: Any, cost: Cost, keys: Sequence[str], *, n_data: int
                   n_jacobian: int, labelled: bool, coupled: bool) -> dict[str, float]:
     """Seconds of each section's least work (the sizes the plan never goes below), by
     section, for the sections ``keys`` that run the model (the theory section does not): the
-    NLC's first batch (:data:`NLC_PASSES` a sample), 16 correlation samples, the
+    NLC's first batch (:data:`NLC_PASSES` a sample), the fewest correlation samples, the
     Jacobian's :data:`MIN_ITERATIONS` Lanczos steps at :data:`MIN_JACOBIAN_POSITIONS` layers
-    on 4 samples (on the whole batch with batch statistics), the kernels' samples, 65
-    trajectory points, 256 sampled-transition evaluations and 128 exact pieces, a 16 x 16
-    grid and 64 exact pieces of regions, and on labelled data the loss surface at its least
-    (:func:`_loss_plan`)."""
+    on its fewest samples (the whole batch with batch statistics), the kernels' samples, the
+    fewest trajectory points, sampled-transition evaluations and exact pieces, the smallest
+    grid and fewest exact pieces of regions (the ``MIN_*`` constants, the floors of
+    :func:`plan`), and on labelled data the loss surface at its least (:func:`_loss_plan`)."""
     c, piece = max(cost.per_sample, 1e-9), _piece(cost)
     least = {
         "nlc": NLC_PASSES * min(n_data, settings.batch_size) * (settings.n_batches or 1) * c,
-        "correlations": min(settings.correlation_samples, 16) * c,
-        "jacobian": ((settings.jacobian_samples if coupled else min(4, settings.jacobian_samples))
+        "correlations": min(settings.correlation_samples, MIN_CORRELATION_SAMPLES) * c,
+        "jacobian": ((settings.jacobian_samples if coupled
+                      else min(MIN_JACOBIAN_SAMPLES, settings.jacobian_samples))
                      * min(max(1, n_jacobian), MIN_JACOBIAN_POSITIONS)
                      * min(settings.power_iterations, MIN_ITERATIONS) * LANCZOS_STEP_PASSES * c),
         "kernels": settings.kernel_samples * c,
-        "trajectory": min(65, settings.trajectory_points) * c,
-        "transitions": 256 * SAMPLED_PASSES * c + 128 * piece,
-        "regions": 16 * 16 * _cell(cost) + 64 * piece,
+        "trajectory": min(MIN_TRAJECTORY_POINTS, settings.trajectory_points) * c,
+        "transitions": (MIN_EVALUATIONS * SAMPLED_PASSES * c
+                        + MIN_TRANSITION_PIECES * piece),
+        "regions": MIN_RESOLUTION**2 * _cell(cost) + MIN_REGION_PIECES * piece,
         "loss": _loss_seconds(cost, LOSS_MIN_SAMPLES, steps=LOSS_MIN_STEPS,
                               probes=LOSS_MIN_PROBES,
                               points=min(LOSS_MIN_POINTS, settings.landscape_steps),
@@ -184,9 +200,10 @@ def allot(least: dict[str, float], budget: float) -> tuple[dict[str, float], dic
 
     While the least work of the sections left exceeds ``budget``, the section with the
     costliest least work is given up, the NLC (the report's first verdict) only when it is
-    the last one left or does not fit the budget on its own. Each section left gets its least work plus its share (:data:`SHARES`)
-    of the seconds that remain. A section given up runs under a budget of at least the least
-    work of itself and of every section no costlier than it (and of the NLC).
+    the last one left or does not fit the budget on its own. Each section left gets its least
+    work plus its share (:data:`SHARES`) of the seconds that remain. A section given up runs
+    under a budget of at least the least work of itself and of every section no costlier than
+    it (and of the NLC).
     """
     running = dict(least)
     given_up: dict[str, int] = {}
@@ -324,7 +341,7 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
     if has("correlations"):
         memory = CAPTURE_ELEMENTS // max(cost.recorded_per_sample, 1)
         correlations = int(min(settings.correlation_samples, memory,
-                               max(16, seconds["correlations"] / c)))
+                               max(MIN_CORRELATION_SAMPLES, seconds["correlations"] / c)))
         changes["correlation_samples"] = max(2, correlations)
         choices.append(f"correlations: {changes['correlation_samples']} samples")
     if has("jacobian"):
@@ -342,26 +359,29 @@ def plan(settings: Any, cost: Cost, *, n_data: int, n_sites: int, n_jacobian: in
                            "kept and the iterations, then the layers, are cut instead)"
                            if coupled else ""))
     if has("trajectory"):
-        points = power_of_two_plus_one(seconds["trajectory"] / c, 65,
+        points = power_of_two_plus_one(seconds["trajectory"] / c, MIN_TRAJECTORY_POINTS,
                                        settings.trajectory_points)
         changes["trajectory_points"] = points
         choices.append(f"trajectory length: at most {points} points")
     if has("transitions"):  # half the seconds for each method: the exact one first
         half = seconds["transitions"] / 2
         evaluations = int(min(settings.transition_evaluations,
-                              max(256, half / (SAMPLED_PASSES * c))))
+                              max(MIN_EVALUATIONS, half / (SAMPLED_PASSES * c))))
         changes["transition_evaluations"] = evaluations
-        pieces = int(min(settings.transition_pieces, max(128, half / _piece(cost))))
+        pieces = int(min(settings.transition_pieces,
+                         max(MIN_TRANSITION_PIECES, half / _piece(cost))))
         changes["transition_pieces"] = pieces
         choices.append(f"transitions: exact up to {pieces} linear pieces (at most {half:.3g} s),"
                        f" else sampled with at most {evaluations} evaluations")
     if has("regions"):  # a plane's piece carries a polygon as a segment's piece does
         share = seconds["regions"]
         memory = CODE_ELEMENTS // max(cost.recorded_per_sample, 1)
-        changes["region_pieces"] = int(min(settings.region_pieces, max(64, memory),
-                                           max(64, share / _piece(cost))))
+        changes["region_pieces"] = int(min(settings.region_pieces,
+                                           max(MIN_REGION_PIECES, memory),
+                                           max(MIN_REGION_PIECES, share / _piece(cost))))
         changes["region_resolution"] = int(min(settings.region_resolution,
-                                               max(16, math.sqrt(share / _cell(cost)))))
+                                               max(MIN_RESOLUTION,
+                                                   math.sqrt(share / _cell(cost)))))
         choices.append(f"linear regions: exact up to {changes['region_pieces']} pieces, else a "
                        f"{changes['region_resolution']} x {changes['region_resolution']} grid")
     if has("loss") and labelled:
@@ -380,14 +400,15 @@ def _jacobian_plan(settings: Any, share: float, c: float, n_jacobian: int, coupl
                    ) -> tuple[int, int, int]:
     """Samples, Lanczos steps and layers (the output included) of the Jacobian section
     within ``share`` seconds. Without batch statistics the samples are cut first (to at least
-    4); with them the batch is kept (the norms depend on its size). Then the steps are cut to
+    :data:`MIN_JACOBIAN_SAMPLES`); with them the batch is kept (the norms depend on its size). Then the steps are cut to
     :data:`MIN_ITERATIONS`, then the layers to :data:`MIN_JACOBIAN_POSITIONS`."""
     iterations, positions = settings.power_iterations, max(1, n_jacobian)
     per_sample = positions * iterations * LANCZOS_STEP_PASSES * c
     if coupled:
         jacobian = settings.jacobian_samples
     else:
-        jacobian = int(min(settings.jacobian_samples, max(4, share / per_sample)))
+        jacobian = int(min(settings.jacobian_samples,
+                           max(MIN_JACOBIAN_SAMPLES, share / per_sample)))
     if jacobian * per_sample > share:  # fewer iterations, then
         iterations = max(min(iterations, MIN_ITERATIONS),
                          int(iterations * share / (jacobian * per_sample)))
