@@ -400,8 +400,9 @@ def _jacobian_plan(settings: Any, share: float, c: float, n_jacobian: int, coupl
                    ) -> tuple[int, int, int]:
     """Samples, Lanczos steps and layers (the output included) of the Jacobian section
     within ``share`` seconds. Without batch statistics the samples are cut first (to at least
-    :data:`MIN_JACOBIAN_SAMPLES`); with them the batch is kept (the norms depend on its size). Then the steps are cut to
-    :data:`MIN_ITERATIONS`, then the layers to :data:`MIN_JACOBIAN_POSITIONS`."""
+    :data:`MIN_JACOBIAN_SAMPLES`); with them the batch is kept (the norms depend on its
+    size). Then the steps are cut to :data:`MIN_ITERATIONS`, then the layers to
+    :data:`MIN_JACOBIAN_POSITIONS`."""
     iterations, positions = settings.power_iterations, max(1, n_jacobian)
     per_sample = positions * iterations * LANCZOS_STEP_PASSES * c
     if coupled:
