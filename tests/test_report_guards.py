@@ -13,7 +13,7 @@ import torch
 
 from nngauge.cli._app import main
 from nngauge.data import waveform_noise
-from nngauge.errors import BudgetExceededError, InvalidInputError
+from nngauge.errors import BudgetExceededError
 from nngauge.nn import mlp
 from nngauge.report import SECTION_BUILDERS, ReportInterrupted, build_report
 from nngauge.report import _build, _plan

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 
+from nngauge._plots import wants_log
 from nngauge.report._figures import png_data_uri
 from nngauge.studies._rank import Ranking
 
@@ -28,16 +29,13 @@ def rank_page(ranking: Ranking, *, builder: str = "", data: str = "") -> str:
             ax.bar(range(len(values)), values, color="#4a78b0")
             ax.set_xticks(range(len(values)), labels, rotation=60, ha="right", fontsize=7)
             ax.set_ylabel(column)
-            if values and min(values) > 0 and max(values) / min(values) > 100:
+            if wants_log(values):
                 ax.set_yscale("log")
 
         figures.append((column, png_data_uri(draw, size=(8.0, 3.2))))
-    head = ["rank", *ranking.keys, *ranking.columns, "error"]
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in (
-            str(c.rank or "-"), *(str(c.arguments[k]) for k in ranking.keys),
-            *(f"{c.values[col]:.4g}" if col in c.values else "" for col in ranking.columns),
-            c.error)) + "</tr>" for c in ranking.candidates)
+    head, cells = ranking.cells()
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+                   for row in cells)
     direction = "higher" if ranking.direction > 0 else "lower"
     return (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nngauge rank"

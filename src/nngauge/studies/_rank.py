@@ -84,12 +84,20 @@ class Ranking:
         """One record per candidate (:meth:`Candidate.record`), best first."""
         return [candidate.record() for candidate in self.candidates]
 
-    def table(self) -> str:
-        """The ranking as a plain-text table, one line per candidate."""
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """The header and, per candidate, its cells as text: rank ("-" without one), the
+        arguments, the measure columns (4 significant digits), the error."""
         header = ["rank", *self.keys, *self.columns, "error"]
         rows = [[str(c.rank or "-"), *(str(c.arguments[k]) for k in self.keys),
-                 *(_cell(c.values.get(col)) for col in self.columns), c.error[:60]]
+                 *(_cell(c.values.get(col)) for col in self.columns), c.error]
                 for c in self.candidates]
+        return header, rows
+
+    def table(self) -> str:
+        """The ranking as a plain-text table, one line per candidate (errors cut to 60
+        characters)."""
+        header, rows = self.cells()
+        rows = [[*row[:-1], row[-1][:60]] for row in rows]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                          for row in [header, *rows])
