@@ -21,8 +21,9 @@ WEIGHTS_HELP = ("Load these weights into MODEL (strictly: every name and shape):
                 "--trust-pickle).")
 DATA_HELP = ("waveform, mnist1d (MNIST-1D: the published 5,000 samples; n=..., seed=...), "
              "digits, digits:image (1x8x8), gaussian:d=100[,n=1000], "
-             "gaussian:shape=3x32x32[,n=...], tokens:vocab=256,length=64[,n=...], or a .npz / "
-             ".pt file of inputs (and labels).")
+             "gaussian:shape=3x32x32[,n=...], tokens:vocab=256,length=64[,n=...], a .npz / "
+             ".pt file of inputs (and labels), or file.py:function returning (inputs, labels), "
+             "a Dataset or a DataLoader.")
 MODES = ("train", "eval", "frozen")
 REPORT_EXAMPLES = (
     "nngauge report mlp:depth=20,width=100,activation=tanh --data waveform --quick",

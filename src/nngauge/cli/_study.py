@@ -23,6 +23,11 @@ SUMMARIZE_EXAMPLES = (
     "nngauge study summarize --db sqlite:///study.db --predictors --out results",
 )
 
+REPORT_EXAMPLES = (
+    "nngauge study report sqlite:///study.db --out study.html",
+    "nngauge study report sqlite:///zoo.db --study zoo-default --target gap --out zoo.html",
+)
+
 study_app = typer.Typer(cls=Group,
                         help="Architecture studies: measure at init, train, correlate.",
                         epilog=epilog(RUN_EXAMPLES[0], SUMMARIZE_EXAMPLES[0]),
@@ -126,6 +131,33 @@ def summarize(
             written.append(out / "networks.csv")
             network_table(db, study=result.study_id).to_csv(written[-1], index=False)
         console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+@study_app.command("report", cls=Command, epilog=epilog(*REPORT_EXAMPLES))
+def report(
+    db: str = typer.Argument(..., metavar="DB", help=DB_HELP),
+    out: Path = typer.Option(Path("study.html"), "--out", help="Where to write the page."),
+    study: Optional[str] = typer.Option(None, "--study", help="Study name or id (default: "
+                                        "the only one in the database)."),
+    target: Optional[str] = typer.Option(None, "--target", help="The column the measures "
+                                         "predict (default: test_error, else gap)."),
+    measures: Optional[str] = typer.Option(None, "--measures", help="Comma-separated measure "
+                                           "columns to score (default: every one measured)."),
+    n_resamples: int = typer.Option(200, "--n-resamples", min=10,
+                                    help="Bootstrap resamples behind every interval."),
+) -> None:
+    """One HTML page for a study: its predictor table with intervals, each measure against
+    the target, the granulated view per hyperparameter, the best and worst networks with their
+    settings, time and failures."""
+    from nngauge.report._study_page import study_page
+    from nngauge.studies import load_table
+
+    table = load_table(db, study)
+    chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
+    page = study_page(table, target=target, measures=chosen, n_resamples=n_resamples,
+                      source=db)
+    out.write_text(page, encoding="utf-8")
+    typer.echo(f"wrote {out}: {len(table)} rows of study {table.attrs['name']!r}")
 
 
 def _print_predictors(console, ranked, n_points: int) -> None:

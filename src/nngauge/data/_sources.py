@@ -5,8 +5,12 @@ default the published 5,000 samples, its 4,000 training then 1,000 test samples)
 (64 features; ``digits:image`` for 1 x 8 x 8 images), ``gaussian:d=100[,n=...]`` or
 ``gaussian:shape=3x32x32[,n=...]`` (standard Gaussian inputs of that shape, for convolutional
 networks), ``tokens:vocab=256,length=64[,n=...]`` (uniform random token ids with next-token
-labels, for language models), or a ``.npz`` / ``.pt`` file (integer inputs other than uint8
-images stay token ids).
+labels, for language models), a ``.npz`` / ``.pt`` file (integer inputs other than uint8
+images stay token ids), or ``path/to/file.py:function``: the user's function, called with no
+arguments (or with ``seed=`` when it takes one), returning ``(inputs, labels)`` tensors or
+arrays, a mapping with ``inputs`` / ``labels``, a map-style ``Dataset`` of ``(input, label)``
+items, or a ``DataLoader`` (any iterable of ``(inputs, labels)`` batches), gathered into one
+pair of tensors.
 
 The ``NAME:key=value,...`` syntax (:func:`split_spec`) is shared with the MODEL string's
 built-in specs (:mod:`nngauge.nn._sources`).
@@ -67,7 +71,8 @@ class DataSource:
 def load_data(spec: str, *, seed: int = 0, n: Optional[int] = None) -> DataSource:
     """Load DATA: ``waveform``, ``mnist1d``, ``digits`` / ``digits:image``,
     ``gaussian:d=100[,n=...]`` or ``gaussian:shape=3x32x32[,n=...]``, ``tokens:...``, a .npz or
-    a .pt file.
+    a .pt file, or ``path/to/file.py:function`` (the module docstring says what it may
+    return).
 
     Args:
         spec: the DATA string.
@@ -91,9 +96,14 @@ def load_data(spec: str, *, seed: int = 0, n: Optional[int] = None) -> DataSourc
     where = "load_data()"
     if not isinstance(spec, str) or not spec.strip():
         raise invalid(where, "a DATA string", repr(spec),
-                      f"pass {', '.join(DATA_FORMS)} or a .npz/.pt file")
+                      f"pass {', '.join(DATA_FORMS)}, a .npz/.pt file or file.py:function")
     path = Path(spec)
     name, _, rest = spec.partition(":")
+    if name.endswith(".py"):
+        inputs, labels = _from_function(spec, seed, where)
+        if n is not None:
+            inputs, labels = inputs[:n], None if labels is None else labels[:n]
+        return _checked(inputs, labels, spec, where)
     parts = _top_level_split(rest)
     flags = [part.strip() for part in parts if "=" not in part]
     name, options = split_spec(":".join([name] + [",".join(p for p in parts if "=" in p)]),
@@ -211,6 +221,58 @@ def _load_data_file(path: Path, where: str):
     if isinstance(loaded, (tuple, list)) and len(loaded) == 2:
         return loaded[0], loaded[1]
     return loaded, None
+
+
+def _from_function(spec: str, seed: int, where: str):
+    """(inputs, labels) of the user's data function ``path/to/file.py:function`` (module
+    docstring): called with ``seed=seed`` when it takes a ``seed`` keyword."""
+    import inspect
+
+    from nngauge.nn._sources import load_function
+
+    function = load_function(spec, where, what="data")
+    try:
+        takes_seed = "seed" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        takes_seed = False
+    try:
+        made = function(seed=seed) if takes_seed else function()
+    except Exception as exc:  # the user's function: say which and what it raised
+        raise invalid(where, f"the data function {spec!r} to return data", f"it raised "
+                      f"{type(exc).__name__}: {exc}", "run it by hand to see the traceback"
+                      ) from None
+    if isinstance(made, dict):
+        return _from_mapping(made, spec, where)
+    if isinstance(made, (tuple, list)) and len(made) == 2 and not _is_batches(made):
+        return made[0], made[1]
+    if hasattr(made, "__getitem__") and hasattr(made, "__len__"):  # a map-style Dataset
+        return _gathered([made[i] for i in range(len(made))], spec, where, stack=True)
+    if hasattr(made, "__iter__"):  # a DataLoader, or any iterable of batches
+        return _gathered(list(made), spec, where, stack=False)
+    raise invalid(where, "a data function returning (inputs, labels), a Dataset or a "
+                  "DataLoader", f"{spec!r} returned {type(made).__name__}",
+                  "return e.g. (torch.randn(500, 20), torch.randint(0, 3, (500,)))")
+
+
+def _is_batches(pair) -> bool:
+    """Whether a pair holds two loaders (or datasets) rather than (inputs, labels)."""
+    return all(not torch.is_tensor(v) and not isinstance(v, np.ndarray)
+               and hasattr(v, "__iter__") and not isinstance(v, (list, tuple)) for v in pair)
+
+
+def _gathered(items: list, spec: str, where: str, *, stack: bool):
+    """One (inputs, labels) pair from a Dataset's items (``stack``) or a loader's batches."""
+    if not items:
+        raise invalid(where, "data with at least 2 samples", f"{spec!r} gave none",
+                      "return a non-empty data set")
+    pairs = [item if isinstance(item, (tuple, list)) else (item,) for item in items]
+    if any(len(p) not in (1, 2) for p in pairs) or len({len(p) for p in pairs}) != 1:
+        raise invalid(where, "items or batches (input, label) or input alone",
+                      f"{spec!r} gave items of {len(pairs[0])} parts",
+                      "return (input, label) from __getitem__, or batches (inputs, labels)")
+    join = torch.stack if stack else torch.cat
+    columns = [join([torch.as_tensor(p[i]) for p in pairs]) for i in range(len(pairs[0]))]
+    return columns[0], columns[1] if len(columns) == 2 else None
 
 
 def _from_mapping(mapping: dict, name: str, where: str):

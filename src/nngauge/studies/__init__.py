@@ -15,6 +15,13 @@ row per network) is scored by ``kendall_tau``, ``granulated_kendall`` (Jiang et 
 2020), ``conditional_mutual_information`` (the PGDL competition's score) and
 ``robust_sign_error`` (Dziugaite et al., NeurIPS 2020), and ranked by ``score_measures``.
 
+Studies over the user's own search space (:mod:`nngauge.studies._builder`):
+``[architectures] builder = "file.py:build"`` with a ``grid`` or a seeded sampler (``sample``
+and ``space``) of its keyword arguments, data from ``[data] source = "file.py:load"`` and
+training by ``fit`` or the user's ``[training] train = "file.py:train"``; every candidate is a
+row of :func:`load_table` with its arguments as columns. ``nngauge rank`` orders candidates
+before any training (:func:`rank`).
+
 A rerun of the same spec skips the units already in the database, so an interrupted study is
 resumed by running the same command again. Several runs may share one database, on one machine
 or many: they claim units under leases and split the work (see ``nngauge.studies._claims``).
@@ -32,6 +39,7 @@ from nngauge.studies._executors import RunSummary, run_study
 from nngauge.studies._grid import HYPERPARAMETERS, zoo_spec
 from nngauge.studies._rank import Candidate, Ranking, rank
 from nngauge.studies._spec import MEASURES, StudySpec, load_spec, parse_spec
+from nngauge.studies._table import load_table
 from nngauge.studies._units import Architecture, Unit, UnitTask, plan_units, run_unit
 
 __all__ = [
@@ -65,6 +73,7 @@ __all__ = [
     "kendall_tau",
     "load_network",
     "load_spec",
+    "load_table",
     "network_table",
     "open_db",
     "parse_spec",

@@ -15,7 +15,10 @@ Tables:
   hyperparameters, one typed column each, and its record (accuracies, losses, gap, steps, stop
   reason: :data:`nngauge.studies._zoo.RECORD`);
 - ``weights``: per ``network`` unit (unless ``keep_weights = false``), its initial and final
-  ``state_dict`` as ``torch.save`` bytes. These two tables came last, created as ``claims``.
+  ``state_dict`` as ``torch.save`` bytes. These two tables came later, created as ``claims``;
+- ``candidates``: one row per finished ``builder`` unit (a study over the user's builder,
+  :mod:`nngauge.studies._builder`): the builder's keyword arguments and the metrics of its
+  training (JSON), and, when a stage raised, the stage and the error. The last table added.
 
 The driver writes each finished unit (its ``units`` row and its ``measures`` rows) and drops
 its claim in one transaction: a unit is either fully in the database or absent, and a rerun
@@ -127,6 +130,17 @@ networks = Table(
     Column("steps_0_1_to_0_01", Integer),
     Column("labels_changed", Float, nullable=False),
 )
+candidates = Table(
+    "candidates", metadata,
+    Column("key", String(32), ForeignKey("units.key"), primary_key=True),
+    Column("study_id", String(32), nullable=False, index=True),
+    Column("arch_index", Integer, nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("arguments", Text, nullable=False),
+    Column("metrics", Text, nullable=False),
+    Column("stage", String(16)),
+    Column("error", Text),
+)
 weights = Table(
     "weights", metadata,
     Column("unit_key", String(32), ForeignKey("units.key"), primary_key=True),
@@ -149,8 +163,8 @@ def open_db(url: str, *, create: bool = True) -> Engine:
 
     Example:
         >>> engine = open_db("sqlite://")  # in memory
-        >>> sorted(metadata.tables)
-        ['architectures', 'claims', 'measures', 'networks', 'studies', 'units', 'weights']
+        >>> " ".join(sorted(metadata.tables))
+        'architectures candidates claims measures networks studies units weights'
     """
     from sqlalchemy.engine import make_url
 
@@ -283,6 +297,14 @@ def write_unit(engine: Engine, study_id: str, unit, result: dict) -> bool:
                 conn.execute(networks.insert().values(key=unit.key, study_id=study_id,
                                                       arch_index=unit.arch_index,
                                                       seed=unit.seed, **record))
+            if result.get("candidate") is not None:
+                candidate = result["candidate"]
+                conn.execute(candidates.insert().values(
+                    key=unit.key, study_id=study_id, arch_index=unit.arch_index, seed=unit.seed,
+                    arguments=json.dumps(candidate["arguments"], sort_keys=True),
+                    metrics=json.dumps({k: _number(v) for k, v in candidate["metrics"].items()},
+                                       sort_keys=True),
+                    stage=candidate["stage"], error=candidate["error"]))
             if result.get("weights") is not None:
                 conn.execute(weights.insert().values(unit_key=unit.key, **result["weights"]))
             conn.execute(claims.delete().where(claims.c.key == unit.key))

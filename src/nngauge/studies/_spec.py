@@ -90,6 +90,7 @@ from nngauge._numbers import is_finite
 from nngauge.errors import InvalidInputError, MissingDependencyError, UnknownNameError
 
 if TYPE_CHECKING:
+    from nngauge.studies._builder import BuilderSpec
     from nngauge.studies._grid import GridSpec
 
 
@@ -235,6 +236,9 @@ class StudySpec:
     grid: Optional[GridSpec] = None
     """The hyperparameter grid of a model zoo (:mod:`nngauge.studies._grid`); None for a study
     of ``[architectures]``."""
+    builder: Optional[BuilderSpec] = None
+    """A study over the user's builder function (:mod:`nngauge.studies._builder`); None
+    otherwise."""
 
     def to_dict(self) -> dict:
         """Plain JSON-ready content (tuples of pairs become mappings again)."""
@@ -243,6 +247,10 @@ class StudySpec:
             out["measures"]["options"] = self.measures.options_of()
         else:  # as before measure options: the ids of studies without them unchanged
             del out["measures"]["options"]
+        if self.builder is None:  # as before builders: the ids of other studies unchanged
+            del out["builder"]
+        else:
+            del out["architectures"]
         if self.grid is None:  # as before grids: the ids of other studies unchanged
             del out["grid"]
             for key in GRID_TRAINING:
@@ -250,6 +258,8 @@ class StudySpec:
         else:
             out["grid"] = {"sample": self.grid.sample,
                            **{name: list(values) for name, values in self.grid.axes}}
+        if self.builder is not None:
+            return out
         arch = out["architectures"]
         arch["overrides"] = dict(self.architectures.overrides)
         arch["explicit"] = [dict(entry) for entry in self.architectures.explicit]
@@ -312,6 +322,10 @@ def parse_spec(raw: dict, *, default_name: str = "study") -> StudySpec:
     """
     top = _Table(raw, "", ("name", "seed", "seeds", "dtype", "data", "architectures",
                            "measures", "training", "grid"))
+    if isinstance(raw.get("architectures"), dict) and "builder" in raw["architectures"]:
+        from nngauge.studies._builder import parse_builder_spec
+
+        return parse_builder_spec(top, default_name)
     if "grid" in raw:
         return _parse_grid_spec(top, default_name)
     data = _Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess"))

@@ -234,7 +234,7 @@ def _points(rows, values, skip) -> dict:
             by_unit.setdefault(key, {})[name] = value
         else:
             point(arch, seed)[name] = value
-    for row in (r for r in rows if r["kind"] == "network"):  # a zoo's network: trained once
+    for row in (r for r in rows if r["kind"] in ("network", "builder")):  # trained once
         point(row["arch_index"], row["seed"]).update(
             best_lr=row["lr"], test_error=row["test_error"], train_error=row["train_error"],
             lowest_train_error=row["train_error"], lowest_train_error_lr=row["lr"])

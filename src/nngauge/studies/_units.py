@@ -12,7 +12,11 @@ A unit is either
   point ``arch_index``'s network with seed ``seed``, take the measures at initialization, train
   it on its training set (subset, label noise) to the target loss or the step cap, take the
   ``measure_after`` measures, and record its accuracies, losses, gap, steps and stop reason and
-  (with ``keep_weights``) its initial and final weights.
+  (with ``keep_weights``) its initial and final weights,
+- or, in a study over the user's builder function (:mod:`nngauge.studies._builder`),
+  ``builder``: build candidate ``arch_index`` (a point of the user's grid or sampler) with
+  seed ``seed``, measure it, train it (the user's train function or ``fit``) and record its
+  arguments, metrics and, when a stage raised, the stage and the error.
 
 A measure that reads the network at initialization (``entry.initial``: the distance from
 initialization) gets it: the network itself at initialization, a copy of it as built before
@@ -37,7 +41,7 @@ from typing import Any, Callable, Literal, Optional
 from nngauge.errors import InvalidInputError, NNGaugeError
 from nngauge.studies._spec import AFTER, ENTRIES, MEASURES, StudySpec
 
-Kind = Literal["init", "train", "network"]
+Kind = Literal["init", "train", "network", "builder"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,11 @@ def plan_units(spec: StudySpec) -> list[Unit]:
         >>> [(u.kind, u.lr) for u in plan_units(spec)]
         [('init', None), ('train', 0.1), ('train', 0.3)]
     """
+    if spec.builder is not None:
+        from nngauge.studies._builder import KIND, builder_architectures
+
+        return [_unit(spec, KIND, index, seed)
+                for index in range(len(builder_architectures(spec))) for seed in spec.seeds]
     if spec.grid is not None:
         from nngauge.studies._grid import expand_grid
 
@@ -160,6 +169,11 @@ def resolve_architectures(spec: StudySpec) -> list[Architecture]:
     """
     from nngauge.nn import cnn, mlp
 
+    if spec.builder is not None:
+        from nngauge.studies._builder import builder_architectures
+
+        study_data(spec.data, spec.seed)  # bad data refused before anything is written
+        return builder_architectures(spec)
     parts = study_data(spec.data, spec.seed)
     d_in, d_out = _widths(parts)
     if spec.grid is not None:
@@ -278,6 +292,10 @@ def build_from_config(config: dict, *, generator=None, dtype=None):
 def run_unit(task: UnitTask) -> dict:
     """Run one unit (the default runner of every executor); see :data:`UnitRunner`."""
     started = time.perf_counter()
+    if task.unit.kind == "builder":
+        from nngauge.studies._builder import run_builder_unit
+
+        return run_builder_unit(task, started)
     if task.unit.kind == "network":
         from nngauge.studies._zoo import run_network
 
