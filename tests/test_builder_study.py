@@ -231,3 +231,26 @@ def test_the_study_page_scores_what_the_scoring_functions_compute(grid_study):
         study_page(table, target="accuracy")
     with pytest.raises(InvalidInputError, match="measure columns"):
         study_page(table, measures=["sharpness"])
+
+
+def test_the_predictor_table_orders_by_psi_in_each_measures_known_direction():
+    """A measure falling with the error whose known direction says "larger is better" ranks
+    first; the same numbers under a measure whose direction says "larger is worse" rank below
+    an uninformative one; a measure of no known direction comes after those of known ones."""
+    import numpy as np
+
+    from nngauge.report._study_page import expected_sign, predictor_order
+    from nngauge.studies import score_measures
+
+    rng = np.random.default_rng(0)
+    a, b = np.meshgrid(np.arange(4), np.arange(4))
+    error = (a + b).ravel() / 6 + 0.01 * rng.standard_normal(16)
+    table = pd.DataFrame({"a": a.ravel(), "b": b.ravel(), "test_error": error,
+                          "n_params": -error, "te_nas": -error,
+                          "flops": rng.standard_normal(16), "custom": error})
+    scores = score_measures(table, ["te_nas", "flops", "custom", "n_params"], "test_error",
+                            ["a", "b"], n_resamples=20)
+    assert expected_sign("n_params") == -1 and expected_sign("te_nas") == 1
+    assert expected_sign("n_params_after") == -1 and expected_sign("custom") is None
+    assert [row.name for row in predictor_order(scores)] == ["n_params", "flops", "te_nas",
+                                                             "custom"]

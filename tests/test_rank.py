@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -189,3 +190,20 @@ def test_cli_refuses_bad_builders_grids_and_data_in_one_line(tmp_path, args, mat
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and match in lines[0], out.stderr
+
+
+def test_cli_ranks_a_family_nngauge_does_not_ship_on_the_users_data(tmp_path):
+    """The small transformer of tests/user_family.py, its data from its own function."""
+    family = Path(__file__).with_name("user_family.py")
+    page = tmp_path / "rank.html"
+    out = run_cli(f"{family}:build", "--grid", "depth=1,2", "--grid", "heads=1,2", "--data",
+                  f"{family}:data", "--measures", "nlc_rule,n_params", "--samples", "100",
+                  "--out", str(page))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["rank", "depth", "heads", "nlc_rule", "n_params", "error"]
+    rows = [line.split() for line in lines[1:5]]
+    assert sorted((r[1], r[2]) for r in rows) == [("1", "1"), ("1", "2"), ("2", "1"),
+                                                   ("2", "2")]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"]
+    assert page.read_text(encoding="utf-8").count('<img alt="') == 2

@@ -133,21 +133,51 @@ def _predictor_section(scores, hyperparameters: list, target: str) -> str:
         return (title + "<p>Not scored: the scores need at least 3 rows with a target value and"
                 " a varied hyperparameter.</p>")
     rows = []
-    for row in scores.rows:
+    for row in predictor_order(scores):
         s = row.summary()
-        rows.append([s["measure"], s["n"], _interval(s["tau"], s["tau_low"], s["tau_high"]),
+        direction = expected_sign(row.name)
+        rows.append([s["measure"], s["n"], {-1: "-", 1: "+"}.get(direction, "?"),
+                     _interval(s["tau"], s["tau_low"], s["tau_high"]),
                      _interval(s["psi"], s["psi_low"], s["psi_high"]),
                      _interval(s["cmi"], s["cmi_low"], s["cmi_high"]), s["cmi_condition"]])
-    return (title + f"<p class=\"small\">Each measure against {html.escape(target)}, best "
-            "first by the granulated Kendall coefficient Psi (Jiang et al., ICLR 2020, section "
+    return (title + f"<p class=\"small\">Each measure against {html.escape(target)}, scored "
+            "by the granulated Kendall coefficient Psi (Jiang et al., ICLR 2020, section "
             "3: Kendall's tau among networks that differ in one hyperparameter, averaged "
-            "over the hyperparameters); tau over all rows; conditional mutual information "
-            f"({_CONDITIONING[scores.conditioning]}; in bits, 0: no information beyond the "
-            "hyperparameters). Brackets: "
-            f"95% bootstrap intervals over {scores.n_resamples} resamples of the rows. A "
-            "positive tau or Psi: larger values go with a larger target.</p>"
-            + _table(["measure", "n", "tau [95%]", "Psi [95%]", "CMI [95%]", "condition"],
-                     rows))
+            "over the hyperparameters), Kendall's tau over all rows and the conditional mutual "
+            f"information ({_CONDITIONING[scores.conditioning]}; in bits, 0: no information "
+            "beyond the hyperparameters). Brackets: 95% bootstrap intervals over "
+            f"{scores.n_resamples} resamples of the rows. <i>expected</i>: the sign of tau a "
+            "good predictor has, from the measure's known direction (a larger value predicts "
+            "higher accuracy: -, against an error or a gap), fixed before the study; ? where "
+            "none is known. Order: Psi in the expected direction, largest first (measures of "
+            "unknown direction by |Psi|, after those of known direction).</p>"
+            + _table(["measure", "n", "expected", "tau [95%]", "Psi [95%]", "CMI [95%]",
+                      "condition"], rows))
+
+
+def expected_sign(column: str) -> Optional[int]:
+    """The sign of tau(measure, error) a good predictor has: minus its known direction
+    (:func:`nngauge.studies._predictors.known_directions`; a column measured after training,
+    ``_after``, shares its measure's), None where none is known."""
+    from nngauge.studies._predictors import known_directions
+    from nngauge.studies._spec import AFTER
+
+    direction = known_directions().get(column.removesuffix(AFTER))
+    return None if direction is None else -direction
+
+
+def predictor_order(scores) -> list:
+    """The scored measures by Psi in their expected direction, largest first; those of no
+    known direction after them by |Psi|; NaN last."""
+
+    def key(row) -> tuple:
+        psi = row.granulated.mean
+        sign = expected_sign(row.name)
+        if not math.isfinite(psi):
+            return (2, 0.0)
+        return (0, -sign * psi) if sign is not None else (1, -abs(psi))
+
+    return sorted(scores.rows, key=key)
 
 
 _CONDITIONING = {"pgdl": "PGDL's, on pairs of hyperparameters",
@@ -199,8 +229,9 @@ def _granulated_section(scores, hyperparameters: list) -> str:
     title = "<h2>Granulated view</h2>"
     if scores is None:
         return title + "<p>Not scored (see Predictors).</p>"
-    names = [row.name for row in scores.rows]
-    psi = {h: [row.granulated.per_hyperparameter.get(h, math.nan) for row in scores.rows]
+    ordered = predictor_order(scores)
+    names = [row.name for row in ordered]
+    psi = {h: [row.granulated.per_hyperparameter.get(h, math.nan) for row in ordered]
            for h in hyperparameters}
 
     def draw(ax):
