@@ -254,3 +254,33 @@ def test_the_predictor_table_orders_by_psi_in_each_measures_known_direction():
     assert expected_sign("n_params_after") == -1 and expected_sign("custom") is None
     assert [row.name for row in predictor_order(scores)] == ["n_params", "flops", "te_nas",
                                                              "custom"]
+
+
+def test_the_example_spec_plans_eight_candidates_of_two_seeds(monkeypatch):
+    """examples/study_builder.toml (the README's command) parses from the repository root and
+    plans its grid's 2 x 2 x 2 candidates at 2 seeds; its train function returns metrics."""
+    from nngauge.studies import load_spec, plan_units
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    spec = load_spec(root / "examples" / "study_builder.toml")
+    assert spec.builder.keys == ("depth", "width", "skip")
+    assert len(plan_units(spec)) == 16
+
+
+@pytest.mark.slow
+def test_the_ray_executor_stores_the_same_candidates(grid_study, tmp_path):
+    """`--executor ray`: the same rows in the same database layout as the process pool's
+    (the user's builder, data and train functions load in Ray's workers)."""
+    ray = pytest.importorskip("ray")
+    spec, local_url, _, _, local = grid_study
+    ray_url = f"sqlite:///{tmp_path / 'ray.db'}"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        summary = run_study(spec, ray_url, executor="ray")
+    finally:
+        ray.shutdown()
+    assert summary.failed == {} and summary.ran == 4
+    remote = load_table(ray_url)
+    columns = [c for c in local.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(local[columns], remote[columns])
