@@ -52,3 +52,55 @@ def test_state_and_grads_untouched():
 def test_needs_two_samples():
     with pytest.raises(InvalidInputError, match="at least 2"):
         correlations(net(), X[:1])
+
+
+def test_rho_max_before_pooling_leaves_out_the_layers_after_global_pooling():
+    """A CNN whose pooled read-out is aligned (non-negative features averaged over positions,
+    a planted common offset) and whose convolutions are not: rho_max is the read-out's,
+    rho_max_before_pooling the convolutions' (brute force); on an MLP they are equal; and a
+    CNN whose convolutions themselves align keeps its high value (the rule cannot hide
+    shrinkage in the body)."""
+    from nngauge.measures.propagation._correlations import has_positions
+
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                        nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 5))
+    with torch.no_grad():
+        cnn[6].bias.fill_(10.0)
+    images = torch.randn(12, 3, 8, 8)
+    result = correlations(cnn, images)
+    body = [row for row in result.layers[1:] if row.name in ("0", "1", "2", "3")]
+    assert result.after_pooling == ("6", "output")
+    assert result.rho_max_before_pooling == pytest.approx(max(row.min for row in body))
+    assert result.rho_max > 0.99 > result.rho_max_before_pooling
+    mlp_result = correlations(net(), X)
+    assert mlp_result.after_pooling == ()
+    assert mlp_result.rho_max_before_pooling == mlp_result.rho_max
+    assert has_positions((8, 4, 4)) and has_positions((16, 32))
+    assert not has_positions((128, 1, 1)) and not has_positions((10,))
+    aligned = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                            nn.Flatten(), nn.Linear(8, 5))
+    with torch.no_grad():
+        aligned[0].bias.fill_(50.0)  # every pixel of every input alike: the body aligns
+    assert correlations(aligned, images).rho_max_before_pooling > 0.99
+
+
+def test_the_shrinkage_verdict_judges_rho_max_before_pooling():
+    """The report's verdict on the planted CNN: ok on the convolutions' value, the read-out's
+    value named beside it; on the CNN whose body aligns: bad."""
+    from nngauge.report._verdicts import shrinkage_verdict
+
+    torch.manual_seed(0)
+    images = torch.randn(12, 3, 8, 8)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                        nn.Flatten(), nn.Linear(8, 5))
+    with torch.no_grad():
+        cnn[4].bias.fill_(10.0)
+    result = correlations(cnn, images)
+    verdict = shrinkage_verdict(result, None, None)
+    assert verdict.status == "ok" and verdict.value == result.rho_max_before_pooling
+    assert f"rho_max = {result.rho_max:.4g}" in verdict.message
+    assert "before global pooling" in verdict.message
+    with torch.no_grad():
+        cnn[0].bias.fill_(50.0)
+    assert shrinkage_verdict(correlations(cnn, images), None, None).status == "bad"

@@ -212,13 +212,19 @@ def bound_violation(bound_sq: float, measured_sq: float, norm: Optional[str]) ->
 
 
 def _shrinkage_verdict(corr, bound, measured_sq, norm) -> Verdict:
-    value = corr.rho_max
+    value, pooled = judged_rho_max(corr)
     source = f"{SHRINK_PAPER}, Theorem 1, section 3 (consequences 1-4), Theorem 2"
     threshold = f"heuristic: warn above {RHO_WARN:g}, bad above {RHO_BAD:g}"
     extra = ""
+    if pooled:
+        extra = (f" rho_max is taken before global pooling: the layers after it "
+                 f"({', '.join(corr.after_pooling)}) read position-averaged features, whose "
+                 "uncentered cosine is near 1 whatever the depth (with them rho_max = "
+                 f"{corr.rho_max:.4g}); Theorem 1 speaks of stacks of affine maps, activations "
+                 "and normalizations.")
     if bound is not None:
-        extra = (f" Theorem 1 at this rho_max and depth: ||J||_op^2 >= "
-                 f"{bound.jacobian_norm_sq:.3g}")
+        extra += (f" Theorem 1 at this rho_max and depth: ||J||_op^2 >= "
+                  f"{bound.jacobian_norm_sq:.3g}")
         extra += (f" (measured {measured_sq:.3g})." if measured_sq is not None else ".")
         if measured_sq is not None and measured_sq < bound.jacobian_norm_sq:
             extra += bound_violation(bound.jacobian_norm_sq, measured_sq, norm)
@@ -234,6 +240,15 @@ def _shrinkage_verdict(corr, bound, measured_sq, norm) -> Verdict:
                    "Move towards critical initialization (see the theory verdict), add "
                    "normalization or skip connections (Theorem 2: small residual branches "
                    "escape the trade-off), or use fewer layers.")
+
+
+def judged_rho_max(corr) -> tuple[float, bool]:
+    """The rho_max the shrinkage verdict judges: before global pooling
+    (:attr:`~nngauge.measures.CorrelationResult.rho_max_before_pooling`) where the network
+    pools, else rho_max; and whether layers were left out."""
+    before = getattr(corr, "rho_max_before_pooling", math.nan)
+    pooled = bool(getattr(corr, "after_pooling", ())) and math.isfinite(before)
+    return (before if pooled else corr.rho_max), pooled
 
 
 def jacobian_verdict(jac, hidden: list[str]) -> Verdict:
