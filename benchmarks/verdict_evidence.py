@@ -14,8 +14,8 @@ and described (family, depth, width, data type: :func:`nngauge.report._evidence.
 - ``cnn-digits``: nngauge's CNN sampler's ranges (depth 2-8, width 8-32, with and without
   skip connections, pooling) as a builder study on 8 x 8 digit images, trained by
   ``nngauge.training.fit`` (Adam);
-- ``vit-digits``: a small vision transformer over the digits' rows (depth 1-4, width 16-64,
-  heads 1-4), same training;
+- ``vit-digits``: the small transformer of ``tests/user_family.py`` over the digits' rows
+  (depth 1-4, width 16-64, heads 1-4), same training;
 - ``zoo-mnist1d``: the default model zoo (``nngauge.studies.zoo_spec("default")``, MLPs, 1-D
   CNNs and residual 1-D CNNs on MNIST-1D), one seed, trained to the training loss 0.01.
 
@@ -23,7 +23,8 @@ Per network: its verdict values, its test error and ``good`` (test error within
 ``GOOD_WITHIN`` of the best of its family in its population, a rule fixed before the run).
 Writes ``verdict_evidence.csv`` (one row per network) and ``verdict_evidence.json`` (the counts
 per verdict, group and status, the groups' coverage, the command, commit, date and run time)
-into ``--out`` (default: the package's ``src/nngauge/report/``, where the report reads them).
+into ``--out`` (default: the package's ``src/nngauge/report/``, where the report reads them,
+and then also ``docs/verdict_evidence.md``, the table as a page).
 """
 
 from __future__ import annotations
@@ -50,10 +51,15 @@ from nngauge.report._evidence import (  # noqa: E402
     EVIDENCE_JSON,
     GOOD_WITHIN,
     JUDGED,
+    committed,
     count_evidence,
     describe_network,
     mark_good,
+    render_markdown,
 )
+
+DOCS = ROOT / "docs" / "verdict_evidence.md"
+"""The page of the committed table (regenerated with --markdown from the committed JSON)."""
 
 MEASURES = ["nlc", "correlations", "jacobian_growth"]
 """The study measures whose columns the verdicts judge (nngauge.report._evidence.JUDGED)."""
@@ -70,38 +76,15 @@ COLUMNS = ("population", "family", "data", "depth", "width", "seed", "arguments"
 # ----------------------------------------------------------------- the builder populations
 
 
-class _Block(nn.Module):
-    def __init__(self, width: int, heads: int) -> None:
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
-        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(),
-                                 nn.Linear(2 * width, width))
-
-    def forward(self, x):
-        h = self.norm1(x)
-        x = x + self.attention(h, h, h, need_weights=False)[0]
-        return x + self.mlp(self.norm2(x))
-
-
-class DigitViT(nn.Module):
-    """Rows of an 8 x 8 image as 8 tokens, pre-norm blocks, mean-pooled read-out."""
-
-    def __init__(self, depth: int, width: int, heads: int) -> None:
-        super().__init__()
-        self.embed = nn.Linear(8, width)
-        self.position = nn.Parameter(0.02 * torch.randn(8, width))
-        self.blocks = nn.Sequential(*(_Block(width, heads) for _ in range(depth)))
-        self.head = nn.Linear(width, 10)
-
-    def forward(self, x):
-        tokens = self.embed(x.reshape(len(x), 8, 8)) + self.position
-        return self.head(self.blocks(tokens).mean(dim=1))
-
-
 def build_vit(depth: int, width: int, heads: int) -> nn.Module:
-    """The vit-digits population's builder (width a multiple of heads)."""
-    return DigitViT(depth, width - width % heads, heads)
+    """The vit-digits population's builder: the small transformer of tests/user_family.py
+    (rows of an 8 x 8 image as 8 tokens, pre-norm blocks, a mean-pooled read-out), its width
+    rounded down to a multiple of the heads."""
+    from nngauge.nn._sources import load_function
+
+    family = load_function(f"{ROOT / 'tests' / 'user_family.py'}:DigitTransformer",
+                           "verdict_evidence", what="architecture")
+    return family(depth, heads, width - width % heads)
 
 
 def build_cnn(depth: int, width: int, skip: bool, pool: int, activation: str) -> nn.Module:
@@ -235,7 +218,13 @@ def main(argv=None) -> None:
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--out", type=Path, default=EVIDENCE_JSON.parent)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--markdown", action="store_true",
+                        help="only rewrite docs/verdict_evidence.md from the committed table")
     args = parser.parse_args(argv)
+    if args.markdown:
+        DOCS.write_text(render_markdown(committed()), encoding="utf-8")
+        print(f"wrote {DOCS}")
+        return
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         rows = mark_good(run_populations(args.scale, Path(folder), args.workers))
@@ -257,6 +246,8 @@ def main(argv=None) -> None:
         "measures": MEASURES, "judged": JUDGED}
     (args.out / "verdict_evidence.json").write_text(json.dumps(table, indent=1) + "\n",
                                                     encoding="utf-8")
+    if args.out.resolve() == EVIDENCE_JSON.parent.resolve():
+        DOCS.write_text(render_markdown(table), encoding="utf-8")
     print(f"wrote {args.out}/verdict_evidence.csv and .json: {len(rows)} networks in "
           f"{table['provenance']['seconds']:.0f} s")
     for name, group in table["groups"].items():

@@ -284,3 +284,21 @@ def test_the_ray_executor_stores_the_same_candidates(grid_study, tmp_path):
     remote = load_table(ray_url)
     columns = [c for c in local.columns if c != "seconds"]
     pd.testing.assert_frame_equal(local[columns], remote[columns])
+
+
+def test_the_study_report_of_an_architectures_study_scores_kendalls_tau(tmp_path):
+    """A study of listed architectures (no grid): one row per architecture and seed, its best
+    run's test error; the predictor table holds Kendall's tau alone and says why."""
+    from nngauge.report._study_page import study_page, study_table
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    run_study(parse_spec({"data": {"source": "digits", "n": 240},
+                          "architectures": {"explicit": [{"width": w, "depth": d}
+                                                         for w, d in ((8, 2), (16, 3), (32, 2))]},
+                          "measures": {"names": ["n_params"]},
+                          "training": {"lrs": [0.1], "max_epochs": 1}}), url, workers=1)
+    table = study_table(url)
+    assert len(table) == 3 and table.attrs["kind"] == "architectures"
+    page = study_page(table, n_resamples=20)
+    assert "no granulated coefficient" in page and "<td>n_params</td><td>3</td>" in page
+    assert "No varied hyperparameter to condition on" in page

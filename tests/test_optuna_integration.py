@@ -131,3 +131,32 @@ def test_the_example_prunes_exactly_the_trials_outside_the_ideal_nlc_range(tmp_p
         inside = nlc is not None and 1.0 <= nlc <= 3.0
         assert (trial.state == optuna.trial.TrialState.COMPLETE) == inside, (nlc, trial.state)
         assert (trial.value is not None) == inside
+
+
+def test_the_benchmark_good_range_comes_from_the_evidence_table():
+    """good="benchmark": the report's ok range of a column the committed table counts, given
+    only where the table shows networks inside it did better; refused otherwise."""
+    from nngauge.report._evidence import benchmark_range, committed, ok_ranges
+
+    table = committed()
+    supported = []
+    for column in ("nlc", "output_bias", "rho_max_before_pooling", "jacobian_growth"):
+        try:
+            good = benchmark_range(column)
+        except InvalidInputError as refused:
+            assert "benchmark evidence" in str(refused)
+            continue
+        supported.append(column)
+        assert PredictorPruner(column, good="benchmark").good == good == ok_ranges()[column]
+    assert supported, table["provenance"]
+    with pytest.raises(InvalidInputError, match="a column the evidence table counts"):
+        PredictorPruner("te_nas", good="benchmark")
+    planted = {"counts": {"nlc": {"g": {"ok": {"n": 10, "good": 3},
+                                        "bad": {"n": 10, "good": 6}}}}}
+    with pytest.raises(InvalidInputError, match="ok 3 of 10, others 6 of 10"):
+        benchmark_range("nlc", planted)
+    planted["counts"]["nlc"]["g"]["bad"]["good"] = 1
+    assert benchmark_range("nlc", planted) == ok_ranges()["nlc"]
+    planted["counts"]["nlc"]["g"].pop("bad")
+    with pytest.raises(InvalidInputError, match="others 0 of 0"):
+        benchmark_range("nlc", planted)

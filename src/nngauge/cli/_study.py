@@ -149,10 +149,9 @@ def report(
     """One HTML page for a study: its predictor table with intervals, each measure against
     the target, the granulated view per hyperparameter, the best and worst networks with their
     settings, time and failures."""
-    from nngauge.report._study_page import study_page
-    from nngauge.studies import load_table
+    from nngauge.report._study_page import study_page, study_table
 
-    table = load_table(db, study)
+    table = study_table(db, study)
     chosen = None if measures is None else [m.strip() for m in measures.split(",") if m.strip()]
     page = study_page(table, target=target, measures=chosen, n_resamples=n_resamples,
                       source=db)

@@ -31,7 +31,7 @@ not installed. ``record_predictors`` needs only a trial with ``set_user_attr``.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from nngauge.integrations._lazy import built_on_access
 
@@ -70,7 +70,10 @@ def _build():
         """Prune a trial, before it trains, whose recorded predictor ``key`` is bad.
 
         A trial without the attribute ``"nngauge.<key>"`` is left alone. One with it is pruned
-        when the value lies outside ``good`` = (low, high), or, once ``n_startup_trials`` other
+        when the value lies outside ``good`` = (low, high) (``good="benchmark"``: the range
+        the report calls ok, where nngauge's committed benchmark shows networks inside it did
+        better: :func:`nngauge.report._evidence.benchmark_range`), or, once
+        ``n_startup_trials`` other
         trials recorded it, when it is worse than their ``percentile``-th percentile (linear
         interpolation) in the predictor's direction (+1: higher predicts higher accuracy;
         default the known direction of ``key``, as ``nngauge rank`` ranks). An undefined value
@@ -78,20 +81,27 @@ def _build():
 
         Args:
             key: the measure column (``nlc``, ``nlc_rule``, ``te_nas``, ...).
-            good: the range a trial's value must lie in, or None.
+            good: the range a trial's value must lie in, ``"benchmark"`` (for the columns
+                the evidence table counts: nlc, output_bias, rho_max_before_pooling,
+                jacobian_growth), or None.
             percentile: in [0, 100): prune below this percentile of earlier trials' values
                 (direction applied), or None.
             n_startup_trials: trials with the attribute needed before the percentile applies.
             direction: +1 or -1; default the key's known direction.
         """
 
-        def __init__(self, key: str = "nlc_rule", *, good: Optional[tuple[float, float]] = None,
+        def __init__(self, key: str = "nlc_rule", *,
+                     good: Union[tuple[float, float], str, None] = None,
                      percentile: Optional[float] = None, n_startup_trials: int = 4,
                      direction: Optional[int] = None) -> None:
             where = "PredictorPruner()"
             if good is None and percentile is None:
                 raise invalid(where, "good=(low, high) or percentile=...", "neither",
                               "pass e.g. good=(1.0, 3.0) for key='nlc', or percentile=25")
+            if good == "benchmark":
+                from nngauge.report._evidence import benchmark_range
+
+                good = benchmark_range(key)
             if good is not None and not (len(good) == 2 and good[0] <= good[1]):
                 raise invalid(where, "good=(low, high) with low <= high", repr(good),
                               "pass e.g. good=(1.0, 3.0)")

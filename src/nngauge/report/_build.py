@@ -122,7 +122,19 @@ def _verdicts(ctx: Context, not_run: frozenset[str] = frozenset()) -> tuple[V.Ve
                V.not_available("theory", "Theory phase (infinite width)", V.SHRINK_PAPER,
                                missing("theory", "theory") if "theory" in not_run else
                                "only for nngauge MLPs without skip connections"))
-    return tuple(out)
+    return _with_evidence(ctx, out)
+
+
+def _with_evidence(ctx: Context, verdicts: list) -> tuple:
+    """The verdicts with the committed benchmark's evidence for a network like this one
+    (:mod:`nngauge.report._evidence`); unchanged without inputs or a table."""
+    from nngauge.report._evidence import committed, describe_network, evidence_for
+
+    if committed() is None or not len(ctx.inputs):
+        return tuple(verdicts)
+    traits = describe_network(ctx.model, ctx.inputs, len(ctx.activation_sites))
+    return tuple(dataclasses.replace(v, evidence=evidence_for(v.key, v.status, traits))
+                 for v in verdicts)
 
 
 def _last_hidden_norm(jac, hidden: list[str]) -> float:

@@ -101,7 +101,12 @@ def _family(model: nn.Module) -> str:
 
 def _has_residual_addition(model: nn.Module) -> Optional[bool]:
     """Whether the traced graph adds two computed tensors (a skip connection); None when
-    torch.fx cannot trace the model."""
+    torch.fx cannot trace the model, or the model has more modules than nngauge traces
+    (:data:`~nngauge._internal.adapter.MAX_TRACED_SITES`: tracing grows with them)."""
+    from nngauge._internal.adapter import MAX_TRACED_SITES
+
+    if sum(1 for _ in model.modules()) > MAX_TRACED_SITES:
+        return None
     try:
         graph = torch.fx.symbolic_trace(model).graph
     except Exception:  # any failure of a user's forward under tracing: unknown
@@ -281,10 +286,80 @@ def evidence_sentence(key: str, record: Optional[dict]) -> str:
     return "Evidence " + where + ": " + "; ".join(parts) + "."
 
 
+def ok_ranges() -> dict[str, tuple[float, float]]:
+    """Benchmark column -> the range of values the report calls ok (its thresholds)."""
+    from nngauge.report import _verdicts as V
+
+    return {"nlc": (0.0, V.NLC_IDEAL[1]), "output_bias": (0.0, V.HIGH_BIAS),
+            "rho_max_before_pooling": (-1.0, V.RHO_WARN),
+            "jacobian_growth": (1.0 / V.JACOBIAN_WARN, V.JACOBIAN_WARN)}
+
+
+def benchmark_range(column: str, table: Optional[dict] = None) -> tuple[float, float]:
+    """The good range of a predictor column where the committed benchmark supports it: the
+    report's ok range (:func:`ok_ranges`), returned only when, pooled over the table's groups,
+    networks inside it reached their family's best more often than networks outside it.
+
+    Raises:
+        InvalidInputError: a column the table does not count, a table without networks
+            outside the range, or one whose networks outside the range did as well.
+    """
+    from nngauge.errors import invalid
+
+    where = "benchmark_range()"
+    keys = {c: k for k, c in JUDGED.items()}
+    table = table if table is not None else committed()
+    if column not in keys or table is None:
+        raise invalid(where, f"a column the evidence table counts ({sorted(keys)})",
+                      repr(column) + ("" if table is not None else " (no table installed)"),
+                      "pass one of those, or good=(low, high) of your own")
+    ok = others = (0, 0)
+    for cells in table["counts"][keys[column]].values():
+        for status, cell in cells.items():
+            if status == "ok":
+                ok = (ok[0] + cell["n"], ok[1] + cell["good"])
+            elif status != "n/a":
+                others = (others[0] + cell["n"], others[1] + cell["good"])
+    if not ok[0] or not others[0] or ok[1] / ok[0] <= others[1] / others[0]:
+        raise invalid(where, f"benchmark evidence that networks with {column} in the ok range "
+                      "do better than the others", f"ok {ok[1]} of {ok[0]}, others "
+                      f"{others[1]} of {others[0]}", "choose good=(low, high) yourself, or "
+                      "a percentile of earlier trials")
+    return ok_ranges()[column]
+
+
+def render_markdown(table: dict) -> str:
+    """The evidence table as the Markdown page ``docs/verdict_evidence.md`` (written by
+    ``benchmarks/verdict_evidence.py``; a test checks the page against the committed table)."""
+    p = table["provenance"]
+    outcome = p["outcome"].replace("good_within", f"{p['good_within'] * 100:g} points")
+    lines = [
+        "# Evidence behind the report's verdicts", "",
+        f"Written by `{p['command']}` at commit {p['commit'][:10]} on {p['date']} "
+        f"({p['networks']} networks, {p['seconds']:.0f} s). Good: a network's "
+        f"{outcome}. Each verdict's value is measured at initialization as `nngauge report` "
+        "measures it; the statuses are the report's thresholds.", "",
+        "## Groups", "", "| group | data | networks | depth | width |", "|---|---|---|---|---|"]
+    for name, g in table["groups"].items():
+        lines.append(f"| {name} | {g['data']} | {g['networks']} | {g['depth'][0]}-"
+                     f"{g['depth'][1]} | {g['width'][0]}-{g['width'][1]} |")
+    for key, by_group in table["counts"].items():
+        lines += ["", f"## {key} (`{JUDGED[key]}`)", "",
+                  "| group | status | networks | good | rate |", "|---|---|---|---|---|"]
+        for name, cells in by_group.items():
+            for status in ("ok", "warn", "bad", "n/a"):
+                if status in cells:
+                    c = cells[status]
+                    lines.append(f"| {name} | {status} | {c['n']} | {c['good']} | "
+                                 f"{_rate(c['good'], c['n'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def _rate(good: int, n: int) -> str:
     return f"{good / n:.0%}" if n else "no networks"
 
 
 __all__ = ["EVIDENCE_CSV", "EVIDENCE_JSON", "GOOD_WITHIN", "JUDGED", "NetworkTraits",
-           "committed", "count_evidence", "covering_groups", "describe_network", "evidence_for",
-           "evidence_sentence", "mark_good", "read_rows", "status_of"]
+           "benchmark_range", "committed", "count_evidence", "covering_groups",
+           "describe_network", "evidence_for", "evidence_sentence", "mark_good", "ok_ranges",
+           "read_rows", "render_markdown", "status_of"]

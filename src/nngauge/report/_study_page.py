@@ -48,6 +48,23 @@ def default_target(table) -> str:
                   "train the networks (the study's [training]), or pass target=")
 
 
+def study_table(db: str, study: Optional[str] = None):
+    """The table :func:`study_page` draws for the study in ``db``:
+    :func:`nngauge.studies.load_table`'s, or, for a study of ``[architectures]`` (a row per
+    unit: measures on the init units, errors on the training units), one row per architecture
+    and seed with its measures and the test error of its best run
+    (:func:`nngauge.studies.summarize`'s points)."""
+    from nngauge.studies import load_table, summarize
+
+    table = load_table(db, study)
+    if table.attrs.get("kind") != "architectures":
+        return table
+    attrs = dict(table.attrs)
+    points = summarize(db, study=attrs["study_id"]).to_frame()
+    points.attrs.update(attrs, hyperparameters=[])
+    return points
+
+
 def study_page(table, *, target: Optional[str] = None,
                measures: Optional[Sequence[str]] = None, n_resamples: int = 200,
                source: str = "") -> str:
@@ -81,6 +98,10 @@ def study_page(table, *, target: Optional[str] = None,
         scores = score_measures(ok, measures, target, hyperparameters,
                                 conditioning="pgdl" if len(hyperparameters) >= CONDITIONED
                                 else "jiang", n_resamples=n_resamples)
+    elif len(ok) >= 3:
+        from nngauge.studies import kendall_tau
+
+        scores = [kendall_tau(ok, m, target, n_resamples=n_resamples) for m in measures]
     name = str(table.attrs.get("name", "study"))
     parts = [
         f"<h1>Study {html.escape(name)}</h1>",
@@ -130,8 +151,16 @@ def _overview(table, target: str, source: str) -> str:
 def _predictor_section(scores, hyperparameters: list, target: str) -> str:
     title = "<h2>Predictors</h2>"
     if scores is None:
-        return (title + "<p>Not scored: the scores need at least 3 rows with a target value and"
-                " a varied hyperparameter.</p>")
+        return title + "<p>Not scored: the scores need at least 3 rows with a target value.</p>"
+    if isinstance(scores, list):  # no varied hyperparameter: Kendall's tau alone
+        rows = [[k.measure, k.n, {-1: "-", 1: "+"}.get(expected_sign(k.measure), "?"),
+                 _interval(k.tau, k.low, k.high)] for k in scores]
+        return (title + f"<p class=\"small\">Kendall's tau of each measure with "
+                f"{html.escape(target)} over all rows, 95% bootstrap interval; the study varies "
+                "no hyperparameter of a grid, so there is no granulated coefficient or "
+                "conditional mutual information. <i>expected</i>: the sign a good predictor "
+                "has (see below).</p>"
+                + _table(["measure", "n", "expected", "tau [95%]"], rows))
     rows = []
     for row in predictor_order(scores):
         s = row.summary()
@@ -227,8 +256,8 @@ def _granulated_section(scores, hyperparameters: list) -> str:
     from nngauge.report._figures import png_data_uri
 
     title = "<h2>Granulated view</h2>"
-    if scores is None:
-        return title + "<p>Not scored (see Predictors).</p>"
+    if scores is None or isinstance(scores, list):
+        return title + "<p>No varied hyperparameter to condition on (see Predictors).</p>"
     ordered = predictor_order(scores)
     names = [row.name for row in ordered]
     psi = {h: [row.granulated.per_hyperparameter.get(h, math.nan) for row in ordered]
@@ -260,7 +289,7 @@ def _ends_section(ok, target: str, hyperparameters: list, measures: list) -> str
     if ok.empty:
         return ""
     ordered = ok.sort_values(target)
-    settings = hyperparameters or [c for c in ("candidate", "network", "architecture")
+    settings = hyperparameters or [c for c in ("candidate", "network", "arch_index")
                                    if c in ok.columns]
     header = ["", *settings, "seed", target, *measures]
     rows = [["best", *(r[s] for s in settings), r["seed"], r[target],
@@ -285,4 +314,4 @@ def _failures_section(table) -> str:
             "others ran.</p>" + _table(header, rows, error_column=len(header) - 1))
 
 
-__all__ = ["default_target", "measure_columns", "study_page"]
+__all__ = ["default_target", "measure_columns", "study_page", "study_table"]

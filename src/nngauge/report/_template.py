@@ -73,6 +73,7 @@ to measure the rest.</div>{% endif %}
 {% if v.meaning %}<div class="small meaning">{{ v.meaning }}</div>{% endif %}{% endif %}
 <p>{{ v.message }}</p>
 {% if v.close_call %}<p class="close-call"><b>Close call:</b> {{ v.close_call }}</p>{% endif %}
+{% if v.evidence_text %}<p class="small evidence">{{ v.evidence_text }}</p>{% endif %}
 {% if v.fix %}<p class="fix"><b>What to change:</b> {{ v.fix }}</p>{% endif %}
 <p class="small">Threshold: {{ v.threshold }}<br>Source: {{ v.source }}</p>
 </div>

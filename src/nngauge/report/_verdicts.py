@@ -60,6 +60,11 @@ class Verdict:
         stderr: the standard error of ``value`` from its estimator (None where it has none).
         close_call: empty, or why the status could go either way (the value lies within two
             standard errors, or without one within 5%, of a threshold).
+        evidence: how benchmark networks of this status fared, from the committed evidence
+            table (:func:`nngauge.report._evidence.evidence_for`: per covering group the
+            networks in this status and in the others and how many were good, the table's
+            provenance; or ``covered`` false and why); None where the table counts nothing
+            for this verdict.
     """
 
     key: str
@@ -73,9 +78,17 @@ class Verdict:
     meaning: str = ""
     stderr: Optional[float] = None
     close_call: str = ""
+    evidence: Optional[dict] = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def evidence_text(self) -> str:
+        """The evidence in words ("" without any)."""
+        from nngauge.report._evidence import evidence_sentence
+
+        return evidence_sentence(self.key, self.evidence)
 
 
 NEAR = 0.05

@@ -26,6 +26,9 @@ data (a bundled set, a ``.npz`` file or the user's ``file.py:function``) and how
     # or nngauge's fit: lr = 0.05, optimizer = "momentum" | "sgd" | "adam", batch_size,
     #     weight_decay, momentum, target_loss (0.01), max_steps (2000); enabled = false: none
 
+Paths are read relative to the directory the study runs in (as ``nngauge rank`` reads its
+builder); workers of a Ray cluster need the same files at the same paths.
+
 Every candidate and seed is one unit (kind ``builder``): the network is built under a seed
 derived from the study seed, the candidate and the seed (``torch.manual_seed`` inside a
 forked random state), measured at initialization, trained, and recorded in the ``candidates``
@@ -135,15 +138,12 @@ class StudyData(NamedTuple):
 def parse_builder_spec(top, default_name: str):
     """A builder study's :class:`~nngauge.studies.StudySpec` from the spec's top table."""
     from nngauge.studies._spec import (
-        DTYPES,
         MEASURES,
-        MEASURES_KEYS,
         StudySpec,
         TrainingSpec,
-        _data,
         _fail,
-        _measures,
         _Table,
+        shared_fields,
     )
 
     if "grid" in top.raw:
@@ -166,14 +166,7 @@ def parse_builder_spec(top, default_name: str):
         raise _fail("training.config", "train = \"file.py:function\" beside it (the config "
                     "is that function's)", training.raw["config"], "add train, or drop config")
     return StudySpec(
-        name=top.string("name", default_name),
-        seed=top.integer("seed", 0, least=0),
-        seeds=tuple(top.integers("seeds", [0], least=0)),
-        dtype=top.choice("dtype", "float32", DTYPES),
-        data=_data(_Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess")),
-                   grid=True),
-        measures=_measures(_Table(top.get("measures", {}), "measures.", MEASURES_KEYS), [],
-                           training),
+        **shared_fields(top, default_name, training),
         training=TrainingSpec(lrs=(), measure_after=tuple(training.names("measure_after", [],
                                                                          MEASURES))),
         builder=BuilderSpec(

@@ -398,14 +398,7 @@ def _parse_grid_spec(top: _Table, default_name: str) -> StudySpec:
     if not is_finite(momentum) or not 0 <= momentum < 1:
         raise _fail("training.momentum", "a number in [0, 1)", momentum, "write momentum = 0.9")
     return StudySpec(
-        name=top.string("name", default_name),
-        seed=top.integer("seed", 0, least=0),
-        seeds=tuple(top.integers("seeds", [0], least=0)),
-        dtype=top.choice("dtype", "float32", DTYPES),
-        data=_data(_Table(top.get("data", {}), "data.", ("source", "n", "split", "preprocess")),
-                   grid=True),
-        measures=_measures(_Table(top.get("measures", {}), "measures.", MEASURES_KEYS), [],
-                           training),
+        **shared_fields(top, default_name, training),
         training=TrainingSpec(
             lrs=(), optimizer="sgd", loss_scaling=training.boolean("loss_scaling", False),
             measure_after=tuple(training.names("measure_after", [], MEASURES)),
@@ -414,6 +407,20 @@ def _parse_grid_spec(top: _Table, default_name: str) -> StudySpec:
             momentum=float(momentum), keep_weights=training.boolean("keep_weights", True)),
         grid=parse_grid(top.get("grid", {})),
     )
+
+
+def shared_fields(top: _Table, default_name: str, training: _Table) -> dict[str, Any]:
+    """The :class:`StudySpec` fields a ``[grid]`` study and a builder study read alike: name,
+    seeds, dtype, data with a (train, test) or (train, validation, test) split, and the
+    measures (none by default)."""
+    return {"name": top.string("name", default_name),
+            "seed": top.integer("seed", 0, least=0),
+            "seeds": tuple(top.integers("seeds", [0], least=0)),
+            "dtype": top.choice("dtype", "float32", DTYPES),
+            "data": _data(_Table(top.get("data", {}), "data.",
+                                 ("source", "n", "split", "preprocess")), grid=True),
+            "measures": _measures(_Table(top.get("measures", {}), "measures.", MEASURES_KEYS),
+                                  [], training)}
 
 
 def _data(data: _Table, *, grid: bool = False) -> DataSpec:

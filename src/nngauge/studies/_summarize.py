@@ -166,9 +166,8 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     engine = open_db(db, create=False)
     try:
         with engine.connect() as conn:
-            study_id, name = _pick_study(conn, study)
-            grid = json.loads(conn.execute(select(studies.c.spec).where(
-                studies.c.study_id == study_id)).scalar_one()).get("grid")
+            study_id, name, spec = study_spec(conn, study, "summarize()")
+            grid = spec.get("grid")
             skip = dict(conn.execute(select(architectures.c.arch_index, architectures.c.skip)
                                      .where(architectures.c.study_id == study_id)).all())
             rows = conn.execute(select(units).where(units.c.study_id == study_id)).mappings().all()
@@ -198,6 +197,14 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     return StudySummary(study_id, name, columns, tuple(points.values()), tuple(correlations),
                         _ideal_range(list(points.values()), top_fraction), float(top_fraction),
                         varied)
+
+
+def study_spec(conn, study: Optional[str], where: str) -> tuple[str, str, dict]:
+    """(id, name, spec as stored) of the one study matching ``study`` (:func:`_pick_study`)."""
+    study_id, name = _pick_study(conn, study, where)
+    spec = json.loads(conn.execute(select(studies.c.spec).where(
+        studies.c.study_id == study_id)).scalar_one())
+    return study_id, name, spec
 
 
 def _pick_study(conn, study: Optional[str], where: str = "summarize()") -> tuple[str, str]:

@@ -75,18 +75,14 @@ def load_table(db: str = DEFAULT_URL, study: Optional[str] = None):
         >>> list(table.depth), table.attrs["hyperparameters"], list(table.n_params)
         ([1, 2], ['depth'], [610.0, 682.0])
     """
-    from sqlalchemy import select
-
-    from nngauge.studies._db import open_db, studies
-    from nngauge.studies._summarize import _pick_study
+    from nngauge.studies._db import open_db
+    from nngauge.studies._summarize import study_spec
 
     require_extra("pandas", "report", "load_table()")
     engine = open_db(db, create=False)
     try:
         with engine.connect() as conn:
-            study_id, name = _pick_study(conn, study, "load_table()")
-            spec = json.loads(conn.execute(select(studies.c.spec).where(
-                studies.c.study_id == study_id)).scalar_one())
+            study_id, name, spec = study_spec(conn, study, "load_table()")
             if "grid" in spec:
                 from nngauge.studies._zoo import network_table
 
@@ -103,7 +99,7 @@ def load_table(db: str = DEFAULT_URL, study: Optional[str] = None):
     return table
 
 
-def _measured(conn, study_id: str) -> tuple[dict[str, dict], list[str]]:
+def measured_columns(conn, study_id: str) -> tuple[dict[str, dict], list[str]]:
     """unit key -> {measure column: value} of a study, and the columns in the catalogue's
     order (at initialization, then after training)."""
     from sqlalchemy import select
@@ -135,7 +131,7 @@ def _builder_table(conn, study_id: str):
     points = [json.loads(d) for d in conn.execute(
         select(architectures.c.description).where(architectures.c.study_id == study_id)
         .order_by(architectures.c.arch_index)).scalars()]
-    by_key, columns = _measured(conn, study_id)
+    by_key, columns = measured_columns(conn, study_id)
     keys = list(dict.fromkeys(k for point in points for k in point))
     metrics = [json.loads(row["metrics"]) for row in rows]
     metric_names = list(dict.fromkeys(name for m in metrics for name in m))
@@ -167,7 +163,7 @@ def _units_table(conn, study_id: str):
     configs = {index: json.loads(config) for index, config in conn.execute(
         select(architectures.c.arch_index, architectures.c.config)
         .where(architectures.c.study_id == study_id)).all()}
-    by_key, columns = _measured(conn, study_id)
+    by_key, columns = measured_columns(conn, study_id)
     settings = list(dict.fromkeys(k for config in configs.values() for k in config
                                   if not isinstance(config[k], (list, dict))))
     records = []

@@ -156,21 +156,18 @@ def network_table(db: str = DEFAULT_URL, *, study: Optional[str] = None):
         >>> type(load_network(url, table.key[0])).__name__  # its trained weights
         'MLP'
     """
-    import json
-
     from sqlalchemy import select
 
     from nngauge.errors import require_extra
-    from nngauge.studies._db import measures, networks, open_db, studies, units
-    from nngauge.studies._summarize import _pick_study
+    from nngauge.studies._db import networks, open_db, units
+    from nngauge.studies._summarize import study_spec
+    from nngauge.studies._table import measured_columns
 
     pd = require_extra("pandas", "report", "network_table()")
     engine = open_db(db, create=False)
     try:
         with engine.connect() as conn:
-            study_id, name = _pick_study(conn, study, "network_table()")
-            spec = json.loads(conn.execute(select(studies.c.spec).where(
-                studies.c.study_id == study_id)).scalar_one())
+            study_id, name, spec = study_spec(conn, study, "network_table()")
             if "grid" not in spec:
                 raise InvalidInputError(
                     f"network_table() expected a study with a [grid] (a model zoo); got "
@@ -181,17 +178,9 @@ def network_table(db: str = DEFAULT_URL, *, study: Optional[str] = None):
                                 .where(networks.c.study_id == study_id)
                                 .order_by(networks.c.arch_index, networks.c.seed)
                                 ).mappings().all()
-            values = conn.execute(select(measures.c.unit_key, measures.c.name, measures.c.value)
-                                  .join(networks, networks.c.key == measures.c.unit_key)
-                                  .where(networks.c.study_id == study_id)).all()
+            by_key, columns = measured_columns(conn, study_id)
     finally:
         engine.dispose()
-    by_key: dict[str, dict] = {}
-    for key, column, value in values:
-        by_key.setdefault(key, {})[column] = math.nan if value is None else value
-    order = [c + after for after in ("", AFTER) for cols in MEASURES.values() for c in cols]
-    columns = sorted({c for row in by_key.values() for c in row},
-                     key=lambda c: ((order + [c]).index(c), c))
     records = []
     for row in rows:
         record = {k: v for k, v in row.items() if k != "study_id"}
