@@ -87,15 +87,22 @@ def test_a_network_outside_every_group_is_said_to_be(traits, why):
     assert "not a measured rate" in text
 
 
-def test_networks_users_bring_are_described_by_family():
-    from nngauge.zoo import gpt_small, lstm_classifier, resnet_small, vit_small
+@pytest.mark.parametrize("name, family, data", [
+    ("resnet_small", "resnet", "images"), ("resnet_small_timm", "resnet", "images"),
+    ("vit_small", "transformer", "images"), ("gpt_small", "transformer", "tokens"),
+    ("bert_small", "transformer", "tokens"), ("lstm", "rnn", "sequences"),
+    ("lstm_tokens", "rnn", "tokens"), ("groupnorm_cnn", "cnn", "images"),
+    ("convnext_block", "resnet", "images"), ("mlp_float64", "mlp", "vectors"),
+])
+def test_networks_users_bring_are_described_by_family(name, family, data):
+    from nngauge.zoo import ZOO, sample_inputs
 
-    assert E.describe_network(resnet_small(), torch.randn(2, 3, 32, 32)).family == "resnet"
-    vit = E.describe_network(vit_small(), torch.randn(2, 3, 32, 32))
-    assert (vit.family, vit.data) == ("transformer", "images")
-    gpt = E.describe_network(gpt_small(), torch.randint(0, 50, (2, 16)))
-    assert (gpt.family, gpt.data) == ("transformer", "tokens")
-    assert E.describe_network(lstm_classifier(), torch.randint(0, 50, (2, 16))).family == "rnn"
+    traits = E.describe_network(ZOO[name].build(), sample_inputs(name, 2))
+    assert (traits.family, traits.data) == (family, data)
+    assert traits.width > 0
+
+
+def test_nngauge_networks_are_described_with_their_depth_and_width():
     from nngauge.nn import cnn, mlp
 
     plain = E.describe_network(cnn(64, 16, 3, 10, image_shape=(1, 8, 8)), torch.randn(2, 64))

@@ -55,8 +55,8 @@ class NetworkTraits:
             (recurrent modules) or ``unknown`` (convolutions in a network torch.fx cannot
             trace, so residual additions cannot be told).
         depth: activation layers the forward pass calls.
-        width: the widest hidden linear map or convolution (output features or channels; the
-            last linear map, the read-out, excluded).
+        width: the widest hidden linear map, convolution or recurrent layer (output features,
+            channels or hidden size; the last linear map, the read-out, excluded).
         data: ``vectors`` (n, d), ``images`` (n, C, H, W), ``sequences`` (n, T, d) or
             ``tokens`` (integer ids).
     """
@@ -121,8 +121,10 @@ def _has_residual_addition(model: nn.Module) -> Optional[bool]:
 
 
 def _width(model: nn.Module) -> int:
-    layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.modules.conv._ConvNd))]
-    widths = [m.out_features if isinstance(m, nn.Linear) else m.out_channels for m in layers]
+    kinds = (nn.Linear, nn.modules.conv._ConvNd, nn.RNNBase)
+    layers = [m for m in model.modules() if isinstance(m, kinds)]
+    widths = [m.out_features if isinstance(m, nn.Linear) else m.hidden_size
+              if isinstance(m, nn.RNNBase) else m.out_channels for m in layers]
     readout = max((i for i, m in enumerate(layers) if isinstance(m, nn.Linear)), default=None)
     hidden = [w for i, w in enumerate(widths) if i != readout]
     return max(hidden, default=max(widths, default=0))
