@@ -80,7 +80,7 @@ def build_vit(depth: int, width: int, heads: int) -> nn.Module:
     """The vit-digits population's builder: the small transformer of tests/user_family.py
     (rows of an 8 x 8 image as 8 tokens, pre-norm blocks, a mean-pooled read-out), its width
     rounded down to a multiple of the heads."""
-    from nngauge.nn._sources import load_function
+    from nngauge._user_code import load_function
 
     family = load_function(f"{ROOT / 'tests' / 'user_family.py'}:DigitTransformer",
                            "verdict_evidence", what="architecture")

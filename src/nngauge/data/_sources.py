@@ -228,7 +228,7 @@ def _from_function(spec: str, seed: int, where: str):
     docstring): called with ``seed=seed`` when it takes a ``seed`` keyword."""
     import inspect
 
-    from nngauge.nn._sources import load_function
+    from nngauge._user_code import load_function
 
     function = load_function(spec, where, what="data")
     try:

@@ -22,10 +22,8 @@ load only with ``trust_pickle=True``.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import pickle
-import sys
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +33,7 @@ import torch
 from torch import nn
 
 from nngauge.data._sources import DataSource, split_spec
+from nngauge._user_code import load_function
 from nngauge.errors import NNGaugeError, UnknownNameError, invalid, require_extra
 from nngauge.nn._ecosystem import PICKLE_SUFFIXES, SOURCES, load_ecosystem
 from nngauge.nn._mlp import mlp
@@ -112,38 +111,6 @@ def _from_python(spec: str, where: str) -> nn.Module:
                       f"{type(model).__name__}", "return the model object")
     return model
 
-
-def load_function(spec: str, where: str, *, what: str = "model") -> Callable[..., Any]:
-    """The function ``function`` of ``path/to/file.py:function`` (the file imported under a
-    private name, never added to ``sys.modules``), with one clear error for a missing colon,
-    file or function, or a file that fails to import. ``what`` names what the function
-    builds, in the errors."""
-    file, _, function = spec.partition(":")
-    path = Path(file)
-    if not function:
-        raise invalid(where, "path/to/file.py:function", repr(spec),
-                      f"name the function that builds the {what} after a colon")
-    if not path.is_file():
-        raise invalid(where, f"an existing {what} file", f"{file!r} (not found)",
-                      "check the path")
-    name = f"_nngauge_model_{abs(hash(path.resolve()))}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as exc:
-        raise NNGaugeError(f"{where}: importing {file!r} raised {type(exc).__name__}: {exc}. "
-                           "Fix: run the file with python to see the full traceback.") from exc
-    finally:
-        sys.modules.pop(name, None)
-    build = getattr(module, function, None)
-    if not callable(build):
-        found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
-                       and getattr(v, "__module__", None) == name)
-        raise invalid(where, f"a function {function!r} in {file!r}", f"callables {found}",
-                      "name one of them after the colon")
-    return build
 
 
 def _from_saved(path: Path, trust_pickle: bool, where: str) -> nn.Module:

@@ -179,7 +179,7 @@ def parse_builder_spec(top, default_name: str):
 
 
 def _load(field: str, spec: str, what: str):
-    from nngauge.nn._sources import load_function
+    from nngauge._user_code import load_function
 
     return load_function(spec, f"study spec field {field}", what=what)
 
@@ -305,7 +305,7 @@ def _fit_settings(training) -> tuple:
 @functools.lru_cache(maxsize=8)
 def _function(spec: str, sha256: str, what: str):
     """The user's function (cached per process and file content: workers load it once)."""
-    from nngauge.nn._sources import load_function
+    from nngauge._user_code import load_function
 
     return load_function(spec, "builder study", what=what)
 

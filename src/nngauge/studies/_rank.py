@@ -229,7 +229,7 @@ def measure_candidate(model: nn.Module, data: tuple[torch.Tensor, Optional[torch
 
 def _builder(builder: Union[str, Callable[..., nn.Module]], where: str) -> Callable:
     if isinstance(builder, str):
-        from nngauge.nn._sources import load_function
+        from nngauge._user_code import load_function
 
         return load_function(builder, where, what="architecture")
     if not callable(builder):
