@@ -43,7 +43,8 @@ def test_the_table_ranks_every_predictor_with_the_baselines_marked(result):
         rows = list(csv.DictReader(handle))
     assert tuple(rows[0]) == COLUMNS
     names = [r["predictor"] for r in rows]
-    expected = {*PROXIES, "nlc", "output_bias", "rho_max", *COMBINATIONS}
+    expected = {*PROXIES, "nlc", "output_bias", "rho_max", "rho_max_before_pooling",
+                *COMBINATIONS}
     assert set(names) == expected and len(names) == len(expected)
     table = result.computed.extra["table"]
     assert not any(r.direction_from_data for r in table.rows)
@@ -136,6 +137,6 @@ def test_the_cnn_family_runs_the_same_benchmark_on_digits(tmp_path):
                                                   generator=torch.Generator().manual_seed(0))
     table = result.computed.extra["table"]
     assert {r.name for r in table.rows} == {*PROXIES, "nlc", "output_bias", "rho_max",
-                                            *COMBINATIONS}
+                                            "rho_max_before_pooling", *COMBINATIONS}
     assert table["n_params"].n == 6 and table["flops"].n == 6
     assert result.verdict is not None and result.readme_path.exists()

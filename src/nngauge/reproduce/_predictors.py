@@ -49,7 +49,7 @@ from nngauge.studies._spec import PROXIES
 
 MEASURES = ("nlc", "correlations", *PROXIES)
 """The study's measures: every predictor (nlc gives the NLC and output bias, correlations
-rho_max)."""
+rho_max and rho_max before global pooling)."""
 COMBINATIONS = {
     "te_nas_combined": ("te_nas", "te_nas_regions"),
     "vote": ("synflow", "jacob_cov", "naswot"),

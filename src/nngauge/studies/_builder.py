@@ -7,12 +7,12 @@ data (a bundled set, a ``.npz`` file or the user's ``file.py:function``) and how
 :func:`nngauge.training.fit`, or the user's ``file.py:train``)::
 
     [data]
-    source = "my_data.py:load"          # returns (inputs, labels), a Dataset or a DataLoader
+    source = "path/to/data.py:load"          # returns (inputs, labels), a Dataset or a DataLoader
     split = [0.8, 0.2]                  # train / test (or train / validation / test)
     preprocess = "none"
 
     [architectures]
-    builder = "my_family.py:build"      # build(**arguments) -> torch.nn.Module
+    builder = "path/to/family.py:build"      # build(**arguments) -> torch.nn.Module
     grid = {depth = [2, 4], width = [64, 256]}    # every combination is one candidate
     # or: sample = 12 and space = {depth = {low = 2, high = 8}, width = {low = 16,
     #     high = 512, log = true}, block = ["plain", "bottleneck"]}
@@ -21,7 +21,7 @@ data (a bundled set, a ``.npz`` file or the user's ``file.py:function``) and how
     names = ["nlc", "te_nas", "n_params"]     # at initialization, on the training inputs
 
     [training]
-    train = "my_family.py:train"        # train(model, data, config) -> {metric: number}
+    train = "path/to/family.py:train"        # train(model, data, config) -> {metric: number}
     config = {epochs = 3}               # the config the function gets (with "seed" added)
     # or nngauge's fit: lr = 0.05, optimizer = "momentum" | "sgd" | "adam", batch_size,
     #     weight_decay, momentum, target_loss (0.01), max_steps (2000); enabled = false: none

@@ -77,10 +77,10 @@ BASELINES = ("n_params", "flops")
 """The cost baselines of Abdelfattah et al. (ICLR 2021), section 4."""
 
 STUDY_DIRECTIONS = {"nlc": -1, "output_bias": -1, "jacobian_norm": -1, "rho_max": -1,
-                    "kernel_condition_number": -1}
+                    "rho_max_before_pooling": -1, "kernel_condition_number": -1}
 """The directions of the study's own measure columns (:data:`~nngauge.studies.MEASURES`), as
 those of their forms in :data:`nngauge.proxies.DIRECTIONS` (nlc_score, output_bias,
-jacobian_growth, rho_max, kernel_condition)."""
+jacobian_growth, rho_max, kernel_condition); rho_max before global pooling as rho_max."""
 
 
 def known_directions() -> dict[str, int]:

@@ -55,7 +55,7 @@ def load_table(db: str = DEFAULT_URL, study: Optional[str] = None):
         >>> import os, tempfile, textwrap
         >>> from nngauge.studies import load_table, parse_spec, run_study
         >>> folder = tempfile.mkdtemp()
-        >>> builder = os.path.join(folder, "family.py")
+        >>> builder = os.path.join(folder, "file.py")
         >>> _ = open(builder, "w").write(textwrap.dedent('''
         ...     import torch
         ...     def build(depth, width):
