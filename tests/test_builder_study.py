@@ -269,17 +269,12 @@ def test_the_example_spec_plans_eight_candidates_of_two_seeds(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_ray_executor_stores_the_same_candidates(grid_study, tmp_path):
+def test_the_ray_executor_stores_the_same_candidates(grid_study, tmp_path, local_ray):
     """`--executor ray`: the same rows in the same database layout as the process pool's
     (the user's builder, data and train functions load in Ray's workers)."""
-    ray = pytest.importorskip("ray")
     spec, local_url, _, _, local = grid_study
     ray_url = f"sqlite:///{tmp_path / 'ray.db'}"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        summary = run_study(spec, ray_url, executor="ray")
-    finally:
-        ray.shutdown()
+    summary = run_study(spec, ray_url, executor="ray")
     assert summary.failed == {} and summary.ran == 4
     remote = load_table(ray_url)
     columns = [c for c in local.columns if c != "seconds"]

@@ -339,21 +339,16 @@ def test_without_keep_weights_nothing_is_stored_and_loading_says_why(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_ray_executor_stores_the_same_zoo(tiny_zoo, tmp_path):
+def test_the_ray_executor_stores_the_same_zoo(tiny_zoo, tmp_path, local_ray):
     """The same zoo on a local Ray of 2 CPUs: the same networks rows and weights blobs as the
     process pool's (the units' results, weights included, travel back to the driver)."""
-    ray = pytest.importorskip("ray")
     from sqlalchemy import select
 
     from nngauge.studies._db import networks, open_db, weights
 
     spec, local_url, _ = tiny_zoo
     ray_url = f"sqlite:///{tmp_path / 'ray.db'}"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        summary = run_study(spec, ray_url, executor="ray")
-    finally:
-        ray.shutdown()
+    summary = run_study(spec, ray_url, executor="ray")
     assert summary.failed == {} and summary.ran == 12
 
     def rows(url):

@@ -178,14 +178,6 @@ def test_unreachable_ray_address_fails_fast_and_writes_nothing(tmp_path):
     assert not (tmp_path / "s.db").exists()
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 def test_local_and_ray_executors_give_identical_rows(tmp_path, local_ray):
     """A real 12-unit waveform study gives identical unit and measure rows on the local process
