@@ -297,3 +297,32 @@ def test_the_study_report_of_an_architectures_study_scores_kendalls_tau(tmp_path
     page = study_page(table, n_resamples=20)
     assert "no granulated coefficient" in page and "<td>n_params</td><td>3</td>" in page
     assert "No varied hyperparameter to condition on" in page
+
+
+def test_the_units_warnings_are_counted_once_per_kind(tmp_path):
+    """Warnings raised in the workers come back with each unit and are stated once per kind
+    (texts equal but for their numbers), with the units that raised them, by the study run
+    and by a reproduction's README (issue: 58 copies of one warning before a table)."""
+    from nngauge.reproduce import get
+    from nngauge.reproduce._base import _WORKER_WARNINGS, run_reproduction_study
+    from nngauge.studies import warning_lines
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    spec = spec_of({"depth": [1, 2], "heads": [1]}, train="train_warns",
+                   measures=("n_params",))
+    collected: dict = {}
+    token = _WORKER_WARNINGS.set(collected)
+    try:
+        summary = run_reproduction_study(spec, url, workers=2)
+    finally:
+        _WORKER_WARNINGS.reset(token)
+    assert sum(summary.warnings.values()) == 2 and collected == summary.warnings
+    assert all(text.startswith("UserWarning: lengths did not converge after ")
+               for text in summary.warnings)
+    [line] = warning_lines(summary.warnings)
+    assert line.startswith("2 units: UserWarning: lengths did not converge after ")
+    reproduction = get("nlc-table2")
+    computed = reproduction.compute("small", torch.Generator().manual_seed(0))
+    page = reproduction.readme(computed, "small", 0, 1.0, warnings=[line])
+    assert page.count("lengths did not converge") == 1
+    assert "**Warnings from the study's workers**" in page

@@ -77,3 +77,12 @@ def train(model, data, config):
 def train_fails(model, data, config):
     """A training loop that breaks: the candidate's row records it."""
     raise RuntimeError("out of memory (planted)")
+
+
+def train_warns(model, data, config):
+    """The training loop, warning with a number in its text as measures do ("did not
+    converge after N iterations"): the study counts the warning per unit."""
+    import warnings
+
+    warnings.warn(f"lengths did not converge after {10 + config['seed'] % 7} iterations")
+    return train(model, data, config)

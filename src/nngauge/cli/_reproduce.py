@@ -72,6 +72,12 @@ def _reproduce(console, name: Optional[list[str]], out: Optional[Path], scale: s
         console.print(f"  - {line}")
     if result.verdict is not None:
         console.print(f"[bold]Verdict: {result.verdict.status}.[/bold] {result.verdict.reason}")
+    if result.warnings:
+        from rich.markup import escape
+
+        console.print("[bold]Warnings from the study's workers[/bold] (each kind once):")
+        for line in result.warnings:
+            console.print(f"  - {escape(line)}", highlight=False)
     console.print(f"wrote {result.csv_path}, {result.png_path} and {result.readme_path} in "
                   f"{result.seconds:.1f} s")
 

@@ -69,6 +69,12 @@ def run(
     typer.echo(f"study {summary.study_id}: {summary.ran} units run, {summary.skipped} already "
                f"done, {summary.by_others} done by other runs, {len(summary.failed)} failed of "
                f"{summary.total}")
+    if summary.warnings:
+        from nngauge.studies._executors import warning_lines
+
+        typer.echo("warnings from the units (each kind once):", err=True)
+        for line in warning_lines(summary.warnings):
+            typer.echo(f"  {line}", err=True)
     if summary.failed:
         key, reason = next(iter(summary.failed.items()))
         typer.echo(f"error: {len(summary.failed)} units failed (first: {key}: {reason}); rerun "

@@ -200,6 +200,9 @@ class ReproductionResult:
         csv_path, png_path, readme_path: the files written.
         seconds: wall-clock time of the computation and the files.
         verdict: the reproduction's judgement against the paper's claim.
+        warnings: the warnings its study's workers raised, each kind once with the number of
+            units that raised it (:func:`nngauge.studies.warning_lines`); stated in the README
+            beside the verdict.
     """
 
     name: str
@@ -211,6 +214,7 @@ class ReproductionResult:
     seconds: float
     readme_path: Optional[Path] = None
     verdict: Optional[Verdict] = None
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values (rows as dicts keyed by column)."""
@@ -302,7 +306,15 @@ class Reproduction:
                           "pass e.g. generator=0 (the default)")
         seed = None if isinstance(generator, torch.Generator) else generator
         start, cpu_start = time.perf_counter(), cpu_seconds()
-        computed = self.compute(scale, torch_generator(generator))
+        collected: dict[str, int] = {}
+        token = _WORKER_WARNINGS.set(collected)
+        try:
+            computed = self.compute(scale, torch_generator(generator))
+        finally:
+            _WORKER_WARNINGS.reset(token)
+        from nngauge.studies._executors import warning_lines
+
+        warned = tuple(warning_lines(collected))
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
         write_csv(csv_path, computed.columns, computed.rows)
@@ -313,13 +325,13 @@ class Reproduction:
         verdict = self.judge(computed) if self.judge is not None else None
         readme_path = out / "README.md"
         readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page,
-                                           cpu_seconds=cpu), encoding="utf-8")
+                                           cpu_seconds=cpu, warnings=warned), encoding="utf-8")
         return ReproductionResult(self.name, scale, computed, tuple(self.differences[scale]),
-                                  csv_path, png_path, seconds, readme_path, verdict)
+                                  csv_path, png_path, seconds, readme_path, verdict, warned)
 
     def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
                verdict: Optional[Verdict] = None, page: Optional[Path] = None, *,
-               cpu_seconds: Optional[float] = None) -> str:
+               cpu_seconds: Optional[float] = None, warnings: Sequence[str] = ()) -> str:
         """The Markdown page written beside the CSV and the PNG: what was rebuilt and how (its
         wall-clock time, and the CPU time of this process and its finished workers, which
         other load on the machine does not inflate), the paper's claim and our verdict, our
@@ -332,6 +344,10 @@ class Reproduction:
             lines += [f"**The paper's claim:** {self.claim}", ""]
         if verdict is not None:
             lines += [f"**Verdict: {verdict.status}.** {verdict.reason}", ""]
+        if warnings:
+            lines += ["**Warnings from the study's workers** (each kind once, with the number "
+                      "of units that raised it; the numbers above include those units):", ""]
+            lines += [f"- {_md(line)}" for line in warnings] + [""]
         lines += [
                  f"Rebuilt by `{command}` in {seconds:.1f} s"
                  + ("" if cpu_seconds is None else f" ({cpu_seconds:.0f} s of CPU)")
@@ -410,12 +426,23 @@ def study_executor(address: Optional[str] = None) -> Iterator[None]:
         _STUDY_EXECUTOR.reset(token)
 
 
+_WORKER_WARNINGS: ContextVar[Optional[dict]] = ContextVar("nngauge_worker_warnings",
+                                                          default=None)
+"""Within :meth:`Reproduction.run`: ``{text: units}`` of the warnings its studies' workers
+raised."""
+
+
 def run_reproduction_study(spec, url: str, workers: int):
     """:func:`nngauge.studies.run_study` of a reproduction's study: on the local process pool
-    with ``workers`` processes (0: every CPU), or on Ray inside :func:`study_executor`."""
+    with ``workers`` processes (0: every CPU), or on Ray inside :func:`study_executor`. The
+    warnings its units raised are added to the running reproduction's (its README states
+    each kind once)."""
     from nngauge.studies import run_study
 
     options = _STUDY_EXECUTOR.get()
-    if options:
-        return run_study(spec, url, **options)
-    return run_study(spec, url, workers=workers or None)
+    summary = run_study(spec, url, **(options or {"workers": workers or None}))
+    collected = _WORKER_WARNINGS.get()
+    if collected is not None:
+        for text, count in summary.warnings.items():
+            collected[text] = collected.get(text, 0) + count
+    return summary

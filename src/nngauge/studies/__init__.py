@@ -35,7 +35,7 @@ Example:
 """
 
 from nngauge.studies._db import DEFAULT_URL, open_db
-from nngauge.studies._executors import RunSummary, run_study
+from nngauge.studies._executors import RunSummary, run_study, warning_lines
 from nngauge.studies._grid import HYPERPARAMETERS, zoo_spec
 from nngauge.studies._rank import Candidate, Ranking, rank
 from nngauge.studies._spec import MEASURES, StudySpec, load_spec, parse_spec
@@ -85,6 +85,7 @@ __all__ = [
     "run_unit",
     "score_measures",
     "summarize",
+    "warning_lines",
     "zoo_spec",
 ]
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -66,7 +67,9 @@ class RunSummary:
         study_id: the spec's hash; total: units in the plan; skipped: already in the database
         when the run started; ran: finished and written by this run; failed: ``{unit key:
         error}`` of units that raised or exhausted their retries (not written: a rerun tries
-        them again); by_others: finished by other runs during this one.
+        them again); by_others: finished by other runs during this one; warnings:
+        ``{"Category: text": units}`` of the warnings raised by the units this run finished
+        (the runner's ``"warnings"``; :func:`warning_lines` states each kind once).
     """
 
     study_id: str
@@ -75,6 +78,28 @@ class RunSummary:
     ran: int
     failed: dict = field(default_factory=dict)
     by_others: int = 0
+    warnings: dict = field(default_factory=dict)
+
+
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+"""Numbers in a warning's text: warnings that differ only in them are one kind."""
+
+
+def warning_lines(warnings: dict[str, int]) -> list[str]:
+    """``{text: units}`` as one line per kind of warning (texts equal but for their numbers),
+    most frequent first: how many units raised it, and its first text.
+
+    Example:
+        >>> warning_lines({"UserWarning: 3 steps": 2, "UserWarning: 5 steps": 1,
+        ...                "RuntimeWarning: overflow": 1})
+        ['3 units: UserWarning: 3 steps', '1 unit: RuntimeWarning: overflow']
+    """
+    kinds: dict[str, list] = {}
+    for text, count in sorted(warnings.items()):
+        kind = kinds.setdefault(NUMBER.sub("#", text), [0, text])
+        kind[0] += count
+    return [f"{count} unit{'s' if count != 1 else ''}: {text}"
+            for count, text in sorted(kinds.values(), key=lambda k: (-k[0], k[1]))]
 
 
 def run_study(spec: Union[StudySpec, str, Path], db: str = DEFAULT_URL, *,
@@ -133,7 +158,7 @@ def run_study(spec: Union[StudySpec, str, Path], db: str = DEFAULT_URL, *,
                 elif work.todo:
                     _run_ray(ray.module, work, runner, max_retries)
             return RunSummary(spec.study_id, work.total, work.skipped, work.ran, work.failed,
-                              work.by_others)
+                              work.by_others, dict(work.warnings))
         finally:
             engine.dispose()
     finally:
@@ -175,6 +200,7 @@ class _Work:
         self.total, self.skipped = len(plan), len(done)
         self.ran = self.by_others = 0
         self.failed: dict[str, str] = {}
+        self.warnings: dict[str, int] = {}
         self._report()
 
     def take(self) -> Optional[UnitTask]:
@@ -196,6 +222,8 @@ class _Work:
         """Store a finished unit (counted as another run's when that run wrote it first)."""
         if write_unit(self.claims.engine, self.spec.study_id, task.unit, result):
             self.ran += 1
+            for text in result.get("warnings", ()):
+                self.warnings[text] = self.warnings.get(text, 0) + 1
         else:
             self.by_others += 1
         self._report()

@@ -290,7 +290,20 @@ def build_from_config(config: dict, *, generator=None, dtype=None):
 
 
 def run_unit(task: UnitTask) -> dict:
-    """Run one unit (the default runner of every executor); see :data:`UnitRunner`."""
+    """Run one unit (the default runner of every executor); see :data:`UnitRunner`. The
+    warnings the unit raises are recorded under the result's ``"warnings"`` (each distinct
+    text once, as ``"Category: message"``) instead of printed by the worker; the driver
+    counts them over units (:attr:`~nngauge.studies.RunSummary.warnings`). The warning filters
+    in force decide as always (an "error" filter still raises)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        result = _run_unit(task)
+    result["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    return result
+
+
+def _run_unit(task: UnitTask) -> dict:
     started = time.perf_counter()
     if task.unit.kind == "builder":
         from nngauge.studies._builder import run_builder_unit
