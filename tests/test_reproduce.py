@@ -661,3 +661,21 @@ def test_figure2_keeps_dead_architectures_as_data_and_raises_on_other_failures()
     assert undefined_at_initialization({"a": dead, "b": dead}) == 2
     with pytest.raises(NNGaugeError, match="1 failures.*worker process died"):
         undefined_at_initialization({"a": dead, "c": "its worker process died"})
+
+
+def test_table1_judge_calls_the_failed_section5_claim_a_paper_error(table1):
+    """Section 5's "E is about NLC_tau(1) - 1" fails in the paper's own Table 1 for some
+    activations: the verdict is "paper error" naming them, never "reproduced"; planted rows E
+    = A - 1 (ours and printed) make the claim hold and the verdict "reproduced"."""
+    from dataclasses import replace
+
+    from nngauge.reproduce import VERDICTS
+    from nngauge.reproduce._nlc_table1 import judge
+
+    verdict = judge(table1.computed)
+    assert "paper error" in VERDICTS
+    assert verdict.status == "paper error" and "fails for" in verdict.reason
+    a = {(r[0]): r for r in table1.computed.rows if r[1] == "A"}
+    rows = tuple(r if r[1] != "E" else (*r[:3], a[r[0]][3] - 1.0, a[r[0]][4] - 1.0)
+                 for r in table1.computed.rows)
+    assert judge(replace(table1.computed, rows=rows)).status == "reproduced"

@@ -35,7 +35,7 @@ def reproduce(
                                       "default: a local process pool."),
 ) -> None:
     """Reproduce a paper's table or figure; print ours beside the paper's values and the
-    verdict (reproduced / qualitatively / differs)."""
+    verdict (reproduced / qualitatively / differs / paper error)."""
     from rich.console import Console
 
     console = Console()

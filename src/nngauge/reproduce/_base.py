@@ -112,11 +112,14 @@ class Comparison:
         return self.p_value < level
 
 
-VERDICTS: tuple[str, ...] = ("reproduced", "qualitatively", "differs")
+VERDICTS: tuple[str, ...] = ("reproduced", "qualitatively", "differs", "paper error")
 """How a rebuilt figure compares with the paper: ``"reproduced"`` (the claim holds and the
 paper's printed numbers are matched where it prints them), ``"qualitatively"`` (the claim holds
-at our scale, the numbers differ as the differences explain) or ``"differs"`` (the claim does
-not hold here, or the paper is wrong: the reason says which, with the evidence)."""
+at our scale, the numbers differ as the differences explain), ``"differs"`` (the claim does
+not hold here) or ``"paper error"`` (the paper's numbers are rebuilt, but a claim it makes of
+them is contradicted by its own printed numbers or by exact values: the reason gives the
+evidence). One vocabulary for every judge: a judge that finds a failed claim never says
+"reproduced"."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Each reproduction runs into ``DIR/NAME/`` (its CSV, PNG and README.md); ``DIR/index.html`` is
 one self-contained page (figures inlined as PNG data, no script, no network) with, per
 reproduction, the paper and figure, the paper's claim, our verdict (reproduced / qualitatively
-/ differs) with its reason, the figure, our numbers beside the paper's and what differs.
+/ differs / paper error) with its reason, the figure, our numbers beside the paper's and what differs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; }
 .verdict { font-weight: bold; padding: 1px 6px; border-radius: 3px; }
 .reproduced { background: #d4edda; } .qualitatively { background: #fff3cd; }
-.differs { background: #f8d7da; } .unjudged { background: #e2e3e5; }
+.differs { background: #f8d7da; } .paper-error { background: #e2d9f3; }
+.unjudged { background: #e2e3e5; }
 """
 
 
@@ -106,7 +107,7 @@ def _section(result: ReproductionResult, record) -> str:
 
 def _badge(result: ReproductionResult) -> str:
     status = result.verdict.status if result.verdict is not None else "unjudged"
-    return f"<span class=\"verdict {status}\">{status}</span>"
+    return f"<span class=\"verdict {status.replace(' ', '-')}\">{status}</span>"
 
 
 def _e(text) -> str:

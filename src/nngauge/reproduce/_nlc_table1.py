@@ -182,7 +182,7 @@ def judge(computed: Computed) -> Verdict:
                f"{'follows' if compounds else 'does not follow'} A^48 for the 6 stable "
                "activations")
     if printed and shallow and compounds and fails:
-        return Verdict("reproduced", summary + "; but section 5's claim that E is about "
+        return Verdict("paper error", summary + "; but section 5's claim that E is about "
                        f"NLC_tau(1) - 1 fails for {' and '.join(fails)}, in the paper's own "
                        "table as in the exact values.")
     if printed and shallow and compounds:
