@@ -177,3 +177,46 @@ def test_figure10_judge_decides_from_the_fields():
             in verdict.reason)
     wrong = figure10_judge(with_changed(FIGURE10, "skip_rho", ours=-0.3))
     assert wrong.status == "qualitatively" and "not the relation in both panels" in wrong.reason
+
+
+# --- claims the data cannot speak to: "not tested", never a pass -----------------------------
+
+def test_panel_verdict_never_passes_a_claim_without_data():
+    """All tested claims holding with one untested: qualitatively, the untested one named;
+    a failure among them: the count decides; everything tested and holding: reproduced."""
+    from nngauge.reproduce._nlc_study import panel_verdict
+
+    ok, untested, failed = (True, "x 1"), (None, "no data"), (False, "x 9")
+    assert panel_verdict({"A": ok, "B": ok}).status == "reproduced"
+    verdict = panel_verdict({"A": ok, "B": untested})
+    assert verdict.status == "qualitatively" and "B not tested: no data" in verdict.reason
+    assert panel_verdict({"A": ok, "B": untested, "C": failed}).status == "differs"
+    assert panel_verdict({"A": ok, "B": ok, "C": untested, "D": failed}).status == \
+        "qualitatively"
+
+
+def test_figure3_high_bias_half_is_not_tested_without_high_bias_architectures():
+    """nlc-figure3 passed panel A's high-bias half when none was sampled (the minimum over no
+    architecture was NaN and `not NaN < chance` held): now "not tested"; a planted high-bias
+    architecture better than chance fails it."""
+    none = figure3_judge(with_changed(FIGURE3, "a_high_bias_lowest_error", ours=math.nan))
+    assert none.status == "qualitatively"
+    assert "A (high bias) not tested: no architecture with a bias > 1000" in none.reason
+    beats = figure3_judge(with_changed(FIGURE3, "a_high_bias_lowest_error", ours=0.1))
+    assert "A (high bias) fails: lowest test error with a bias > 1000 0.1" in beats.reason
+    assert beats.status == "qualitatively"
+
+
+def test_figure9_claims_without_data_are_not_tested():
+    from nngauge.reproduce._nlc_figure9 import judge as figure9_judge
+
+    planted_b = planted(value("a_decreased", 0.8), value("b_good_largest_bias", 5.0),
+                        value("b_high_bias_lowest_error", 0.65),
+                        value("c_high_bias_low_nlc", 3.0), value("c_partial_rho", 0.2))
+    assert figure9_judge(planted_b).status == "reproduced"
+    none = figure9_judge(with_changed(planted_b, "b_high_bias_lowest_error", ours=math.nan))
+    assert none.status == "qualitatively" and "B (high bias) not tested" in none.reason
+    chance = figure9_judge(with_changed(planted_b, "b_good_largest_bias", ours=math.nan))
+    assert "B (better than chance) not tested: no architecture beat chance" in chance.reason
+    beats = figure9_judge(with_changed(planted_b, "b_high_bias_lowest_error", ours=0.1))
+    assert "B (high bias) fails" in beats.reason

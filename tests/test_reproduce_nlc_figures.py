@@ -189,7 +189,8 @@ def test_verdicts_read_the_figures_as_the_tests_do(figure1, illustration):
 
 def test_table1_verdict_names_the_failed_section_5_claim():
     """nlc-table1's judge on the exact rows A and E (and B = A, D = C, as at the small scale):
-    'reproduced', saying that E ~ NLC_tau(1) - 1 fails for sigmoid and gaussian."""
+    'paper error' (the paper's own rows contradict its claim), saying that E ~ NLC_tau(1) - 1
+    fails for sigmoid and gaussian."""
     from nngauge.reproduce._nlc_table1 import ACTIVATIONS, PAPER, judge, linear_error_claim
     from nngauge.theory import linear_approximation_error, nlc_activation
 
@@ -202,5 +203,5 @@ def test_table1_verdict_names_the_failed_section_5_claim():
     computed = Computed(("activation", "row", "quantity", "ours", "paper"), tuple(rows),
                         tuple(linear_error_claim(value)))
     verdict = judge(computed)
-    assert verdict.status == "reproduced"
+    assert verdict.status == "paper error"
     assert "fails for sigmoid and gaussian" in verdict.reason

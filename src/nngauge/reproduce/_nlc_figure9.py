@@ -103,13 +103,19 @@ def judge(computed: Computed) -> Verdict:
     def ours(key: str) -> float:
         return computed.compared(key).ours
 
+    high_bias_error, good_bias = ours("b_high_bias_lowest_error"), ours("b_good_largest_bias")
     checks = {
         "A": (ours("a_decreased") >= 0.5, f"bias decreased for {ours('a_decreased'):.0%}"),
-        "B": (ours("b_good_largest_bias") <= HIGH
-              and not ours("b_high_bias_lowest_error") < BETTER_THAN_CHANCE,
-              f"largest final bias of the architectures better than chance "
-              f"{ours('b_good_largest_bias'):.3g}, lowest test error with a final bias > "
-              f"{HIGH:g} {ours('b_high_bias_lowest_error'):.3g}"),
+        "B (better than chance)": (None if math.isnan(good_bias) else good_bias <= HIGH,
+                                   "no architecture beat chance" if math.isnan(good_bias)
+                                   else f"largest final bias of the architectures better "
+                                   f"than chance {good_bias:.3g}"),
+        "B (high bias)": (None if math.isnan(high_bias_error)
+                          else not high_bias_error < BETTER_THAN_CHANCE,
+                          f"no architecture ended with a bias > {HIGH:g}"
+                          if math.isnan(high_bias_error) else
+                          f"lowest test error with a final bias > {HIGH:g} "
+                          f"{high_bias_error:.3g}"),
         "C": (ours("c_high_bias_low_nlc") > 0 and ours("c_partial_rho") > 0,
               f"{ours('c_high_bias_low_nlc'):.0f} with a high bias but a low NLC, partial rho "
               f"{ours('c_partial_rho'):.2f}"),

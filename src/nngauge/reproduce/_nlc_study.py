@@ -15,6 +15,8 @@ The study runs once per (scale, seed) in a process (the figures share it, e.g. u
 
 from __future__ import annotations
 
+from typing import Optional
+
 import functools
 import json
 import tempfile
@@ -161,13 +163,17 @@ def positive(value) -> bool:
     return finite(value) and value > 0
 
 
-def panel_verdict(checks: dict[str, tuple[bool, str]]) -> Verdict:
-    """A figure of several panels judged panel by panel: ``checks`` maps each panel to (its
-    claim holds, the deciding numbers). Every panel: reproduced; at least two: qualitatively;
-    fewer: differs. The reason names each panel, holding or failing, with its numbers."""
+def panel_verdict(checks: dict[str, tuple[Optional[bool], str]]) -> Verdict:
+    """A figure of several panels judged panel by panel: ``checks`` maps each claim to (it
+    holds, or None when the data cannot speak to it (e.g. no high-bias architecture was
+    sampled): "not tested"; the deciding numbers). Every claim tested and holding:
+    reproduced; every tested claim holding but some not tested, or at least two holding:
+    qualitatively; fewer: differs. The reason names each claim, holding, failing or not
+    tested, with its numbers: a claim without data never passes."""
     held = [panel for panel, (ok, _) in checks.items() if ok]
-    reason = "; ".join(f"{panel} {'holds' if ok else 'fails'}: {why}"
-                       for panel, (ok, why) in checks.items()) + "."
+    failed = [panel for panel, (ok, _) in checks.items() if ok is False]
+    words = {True: "holds", False: "fails", None: "not tested"}
+    reason = "; ".join(f"{panel} {words[ok]}: {why}" for panel, (ok, why) in checks.items()) + "."
     if len(held) == len(checks):
         return Verdict("reproduced", reason)
-    return Verdict("qualitatively" if len(held) >= 2 else "differs", reason)
+    return Verdict("qualitatively" if not failed or len(held) >= 2 else "differs", reason)
