@@ -112,9 +112,10 @@ def _median_ratio(records: list[dict]) -> float:
 
 def judge(computed: Computed) -> Verdict:
     """Each panel's claim, with the deciding numbers: A, the best tenth starts with a low
-    bias (< 10) and no architecture with a bias > 1000 beats chance; B, most NLCs decrease and the initial NLC predicts the
-    final one (p < 0.05); C, the final NLC correlates less with test error than the initial
-    one; E, the initial NLC correlates negatively with the error-preserving perturbation."""
+    bias (< 10), and no architecture with a bias > 1000 beats chance (not tested when none
+    was sampled); B, most NLCs decrease and the initial NLC predicts the final one
+    (p < 0.05); C, the final NLC correlates less with test error than the initial one; E,
+    the initial NLC correlates negatively with the error-preserving perturbation."""
     def ours(key: str) -> float:
         return computed.compared(key).ours
 
