@@ -196,7 +196,8 @@ def test_table1_through_the_cli_prints_rows_a_and_e_as_the_paper(tmp_path):
     assert "Differs from the paper" in out.stdout and "CIFAR10" in out.stdout
     readme = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "`nngauge reproduce nlc-table1 --scale small --seed 1`" in readme
-    took = re.search(r"in ([0-9.]+) s \(([0-9]+) s of CPU\)", readme)  # wall and CPU time
+    took = re.search(r"in ([0-9.]+) s on \d{4}-\d{2}-\d{2} \(([0-9]+) s of CPU\)",
+                     readme)  # wall and CPU time, and the day
     assert took and float(took.group(1)) > 0 and int(took.group(2)) >= 0, readme
     assert "Philipp & Carbonell" in readme
     assert re.search(r"\| A [^|]*relu \| 1\.211 \| 1\.211 \|", readme), readme

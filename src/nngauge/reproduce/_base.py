@@ -13,6 +13,7 @@ paper's, every deviation from the paper and its reason) and returns a
 from __future__ import annotations
 
 import csv
+import datetime
 import math
 import textwrap
 import time
@@ -352,7 +353,8 @@ class Reproduction:
                       "of units that raised it; the numbers above include those units):", ""]
             lines += [f"- {_md(line)}" for line in warnings] + [""]
         lines += [
-                 f"Rebuilt by `{command}` in {seconds:.1f} s"
+                 f"Rebuilt by `{command}` in {seconds:.1f} s on "
+                 f"{datetime.date.today().isoformat()}"
                  + ("" if cpu_seconds is None else f" ({cpu_seconds:.0f} s of CPU)")
                  + ("" if seed is not None else " (seeded by the caller's generator)") + ".",
                  "", f"Files: `{self.name}.csv` (columns: {', '.join(computed.columns)}; "

@@ -1,0 +1,79 @@
+"""Write the README's predictor table from a run of ``nngauge reproduce predictors`` (numbers in
+the docs come from a script, never by hand).
+
+    nngauge reproduce predictors --seed 0 --out reproduce/predictors
+    python docs/write_predictors.py reproduce/predictors     # rewrites README.md's section
+
+The section between ``<!-- predictors:begin -->`` and ``<!-- predictors:end -->`` gets the
+run's command, time and date, every predictor's Spearman rho with accuracy (its 95% bootstrap
+interval), top-10% precision, n and whether it beats the parameter count significantly, best
+first as the run ranked them, then the verdict with its reason and the warnings the study's
+workers raised, read from the run's README.md. The run's CSV and README are copied to
+``docs/predictors/``, where the section links them; ``tests/test_readme.py`` checks that the
+README's section is what this script writes from those files.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import sys
+from pathlib import Path
+
+BEGIN, END = "<!-- predictors:begin -->", "<!-- predictors:end -->"
+COPIED = ("predictors.csv", "README.md")
+KEPT = Path(__file__).resolve().parent / "predictors"
+
+
+def _number(text: str) -> str:
+    value = float(text)
+    return "-" if value != value else f"{value:.2f}"
+
+
+def section(folder: Path) -> str:
+    """The README's section for the run in ``folder`` (its predictors.csv and README.md)."""
+    rows = list(csv.DictReader(open(folder / "predictors.csv", encoding="utf-8")))
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    verdict = re.search(r"\*\*Verdict: ([a-z ]*)\.\*\* (.*)", readme)
+    command = re.search(r"Rebuilt by `([^`]*)` in ([0-9.]+) s", readme)
+    day = re.search(r" s on (\d{4}-\d{2}-\d{2})", readme)
+    warnings = re.findall(r"^- (\d+ units?: .*)$", readme, flags=re.M)
+    when = f" on {day.group(1)}" if day else ""
+    lines = [f"`{command.group(1)}`, {float(command.group(2)):.0f} s on this project's 2-core "
+             f"machine{when} (the run's README and CSV: "
+             "[docs/predictors/](docs/predictors/README.md)), best first:", "",
+             "| predictor | Spearman rho [95%] | top-10% precision | n | beats n_params |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in rows:
+        baseline = " (baseline)" if r["baseline"] == "True" else ""
+        lines.append(f"| `{r['predictor']}`{baseline} | {_number(r['spearman'])} "
+                     f"[{_number(r['spearman_low'])}, {_number(r['spearman_high'])}] | "
+                     f"{_number(r['top_precision'])} | {r['n']} | "
+                     f"{'yes' if r['beats_n_params'] == 'True' else 'no'} |")
+    if verdict:
+        lines += ["", f"Verdict: {verdict.group(1)}. {verdict.group(2)}"]
+    if warnings:
+        lines += ["", "Warnings from the study's workers: " + "; ".join(warnings) + "."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[1] if len(argv) > 1 else "reproduce/predictors")
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        print(f"README.md has no {BEGIN} ... {END} section", file=sys.stderr)
+        return 1
+    if folder.resolve() != KEPT:
+        KEPT.mkdir(exist_ok=True)
+        for name in COPIED:
+            shutil.copy2(folder / name, KEPT / name)
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{BEGIN}\n{section(KEPT)}\n{END}{tail}", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
