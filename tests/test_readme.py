@@ -72,3 +72,18 @@ def test_readme_opens_with_the_two_setup_commands():
     first = re.search(r"```bash\n(.*?)```", README.read_text(), flags=re.S).group(1)
     commands = [line.split("#")[0].strip() for line in first.splitlines() if line.strip()]
     assert commands == ["make demo", "make test"]
+
+
+def test_the_predictor_table_is_the_one_the_script_writes_from_the_committed_run():
+    """README.md's predictor table is docs/write_predictors.py's rendering of the run kept in
+    docs/predictors/ (its CSV and README): its numbers are never typed by hand."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "write_predictors.py"
+    spec = importlib.util.spec_from_file_location("write_predictors", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = README.read_text(encoding="utf-8")
+    shown = text.split(module.BEGIN, 1)[1].split(module.END, 1)[0]
+    assert shown == "\n" + module.section(module.KEPT) + "\n"
+    assert "| `nlc_rule` |" in shown and "Verdict: " in shown
