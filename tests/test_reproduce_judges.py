@@ -115,7 +115,9 @@ def test_figure1_judge_decides_from_the_fields():
 
 FIGURE2 = planted(rho("rho", 0.45, BELOW, n=64), value("rho_interval_low", 0.2),
                   value("rho_interval_high", 0.6), value("skip_nlc_ratio", 0.5),
-                  value("skip_error_shift", -0.01), rows=((),) * 64)
+                  value("skip_error_shift", -0.01), value("best_tenth_lowest_nlc", 1.2),
+                  value("best_tenth_highest_nlc", 2.8), value("high_bias_lowest_error", 0.66),
+                  rows=((),) * 64)
 
 
 def test_figure2_judge_decides_from_the_fields():
@@ -124,8 +126,26 @@ def test_figure2_judge_decides_from_the_fields():
     assert "Spearman rho 0.45 (p = 0.0001, n = 64; 95% bootstrap interval 0.20 to 0.60)" in \
         verdict.reason
     above = figure2_judge(with_changed(FIGURE2, "rho", p_value=ABOVE))
-    assert above.status == "qualitatively" and "(p = 0.2, n = 64)" in above.reason
+    assert above.status == "qualitatively" and "(p = 0.2, n = 64" in above.reason
     assert figure2_judge(with_changed(FIGURE2, "rho", ours=-0.45)).status == "differs"
+
+
+def test_figure2_judges_every_part_of_its_printed_claim():
+    """The printed claim has three parts; a planted result violating each fails it: the best
+    tenth outside the ideal range (by more than the fixed factor 2), a high-bias architecture
+    beating chance; none sampled: "not tested", so no "reproduced"."""
+    wide = figure2_judge(with_changed(FIGURE2, "best_tenth_highest_nlc", ours=9.0))
+    assert wide.status == "qualitatively"
+    assert "ideal range fails: best tenth's NLC 1.2 to 9" in wide.reason
+    assert figure2_judge(with_changed(FIGURE2, "best_tenth_lowest_nlc", ours=0.6)).status == \
+        "reproduced"  # within the factor
+    beats = figure2_judge(with_changed(FIGURE2, "high_bias_lowest_error", ours=0.2))
+    assert beats.status == "qualitatively" and "high bias (they fail) fails" in beats.reason
+    none = figure2_judge(with_changed(FIGURE2, "high_bias_lowest_error", ours=math.nan))
+    assert none.status == "qualitatively" and "high bias (they fail) not tested" in none.reason
+    both = figure2_judge(with_changed(with_changed(FIGURE2, "rho", p_value=ABOVE),
+                                      "best_tenth_highest_nlc", ours=9.0))
+    assert both.status == "differs"
 
 
 # --- nlc-figure3: panel B's rho(NLC before, NLC after) > 0 significant -----------------------
