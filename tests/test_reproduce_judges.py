@@ -240,3 +240,27 @@ def test_figure9_claims_without_data_are_not_tested():
     assert "B (better than chance) not tested: no architecture beat chance" in chance.reason
     beats = figure9_judge(with_changed(planted_b, "b_high_bias_lowest_error", ours=0.1))
     assert "B (high bias) fails" in beats.reason
+
+
+# --- raghu-training: three claims, each judged (figures 7, 8-9, 18) --------------------------
+
+def test_raghu_training_judges_each_figures_claim():
+    """Figure 9's weight scale, once asserted only in a test, is a claim of the judge; a
+    planted run violating any one claim is not "reproduced", violating two is "differs"."""
+    from nngauge.reproduce._raghu_training import TRACKED, network_key
+    from nngauge.reproduce._raghu_training import judge as training_judge
+
+    keys = [network_key(*network) for network in TRACKED]
+    good = planted(*(value(f"{k}_length_ratio", 1.5) for k in keys),
+                   *(value(f"{k}_sigma_w2_increased", 7.0) for k in keys),
+                   value("one_layer_lowest_minus_highest", 0.1), extra={"hidden": 6})
+    assert training_judge(good).status == "reproduced"
+    flat = with_changed(good, f"{keys[0]}_sigma_w2_increased", ours=5.0)
+    verdict = training_judge(flat)
+    assert verdict.status == "qualitatively"
+    assert "sigma_w^2 rises fails: weight layers whose sigma_w^2 increased: 5, 7 of 7" in \
+        verdict.reason
+    shorter = with_changed(flat, f"{keys[1]}_length_ratio", ours=0.9)
+    assert training_judge(shorter).status == "differs"
+    upper = with_changed(good, "one_layer_lowest_minus_highest", ours=-0.05)
+    assert "lower layers train better fails" in training_judge(upper).reason

@@ -54,6 +54,7 @@ import torch
 from nngauge._citations import cite
 from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict, digit_splits
+from nngauge.reproduce._nlc_study import panel_verdict
 
 COLUMNS = ("experiment", "activation", "sigma_w2_init", "network", "step", "layer", "quantity",
            "value")
@@ -343,19 +344,23 @@ def _plot_one_layer(curves, summary, rows, hidden: int) -> None:
 
 
 def judge(computed: Computed) -> Verdict:
-    """Figures 7-9: training lengthens trajectories and raises sigma_w^2; training a lower
-    layer alone fits better than a higher one."""
-    longer = [computed.compared(f"{network_key(*network)}_length_ratio").ours > 1
-              for network in TRACKED]
+    """Figures 7-9, each claim judged on its own: training lengthens the trajectories of every
+    tracked network (figures 8, 18), raises sigma_w^2 in every weight layer of every tracked
+    network (figure 9), and training the lowest layer alone fits better than the highest
+    (figure 7). All three: reproduced; two: qualitatively; fewer: differs."""
+    keys = [network_key(*network) for network in TRACKED]
+    longer = [computed.compared(f"{key}_length_ratio").ours > 1 for key in keys]
+    layers = computed.extra["hidden"] + 1
+    raised = [computed.compared(f"{key}_sigma_w2_increased").ours for key in keys]
     lower = computed.compared("one_layer_lowest_minus_highest").ours
-    summary = (f"trajectory longer after training in {sum(longer)} of {len(longer)} networks; "
-               f"training only the lowest layer minus only the highest: {lower:+.3f} train "
-               "accuracy")
-    if all(longer) and lower > 0:
-        return Verdict("reproduced", summary + ".")
-    if any(longer) or lower > 0:
-        return Verdict("qualitatively", summary + ".")
-    return Verdict("differs", summary + ".")
+    return panel_verdict({
+        "trajectories lengthen": (all(longer), f"longer after training in {sum(longer)} of "
+                                  f"{len(longer)} networks"),
+        "sigma_w^2 rises": (all(r == layers for r in raised), "weight layers whose sigma_w^2 "
+                            f"increased: {', '.join(f'{r:g}' for r in raised)} of {layers}"),
+        "lower layers train better": (lower > 0, "training only the lowest layer minus only "
+                                      f"the highest: {lower:+.3f} train accuracy"),
+    })
 
 
 REPRODUCTION = Reproduction(
