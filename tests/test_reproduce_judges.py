@@ -187,16 +187,28 @@ def test_lr_judge_decides_from_the_fields():
 
 FIGURE10 = planted(rho("no_skip_rho", 0.5, BELOW, n=40), value("no_skip_median_nlc", 4.0),
                    rho("skip_rho", 0.3, 0.01, n=20), value("skip_median_nlc", 2.0),
-                   value("skip_error_shift", -0.02))
+                   Comparison("ratio", 0.5, key="skip_nlc_ratio", statistic="mann-whitney",
+                              p_value=0.001, n=60),
+                   Comparison("shift", -0.02, key="skip_error_shift",
+                              statistic="mann-whitney", p_value=0.01, n=60))
 
 
 def test_figure10_judge_decides_from_the_fields():
+    """Each of the four claims has its test: a sign without significance fails it (the
+    skip-connection effect once passed on its sign alone)."""
     verdict = figure10_judge(FIGURE10)
     assert verdict.status == "reproduced", verdict.reason
-    assert ("rho without skips 0.50 (p = 0.0001, n = 40), with skips 0.30 (p = 0.01, n = 20)"
-            in verdict.reason)
+    assert "relation without skips holds: rho 0.50 (p = 0.0001, n = 40)" in verdict.reason
+    assert "relation with skips holds: rho 0.30 (p = 0.01, n = 20)" in verdict.reason
     wrong = figure10_judge(with_changed(FIGURE10, "skip_rho", ours=-0.3))
-    assert wrong.status == "qualitatively" and "not the relation in both panels" in wrong.reason
+    assert wrong.status == "qualitatively" and "relation with skips fails" in wrong.reason
+    unsure = figure10_judge(with_changed(FIGURE10, "skip_error_shift", p_value=0.3))
+    assert unsure.status == "qualitatively"
+    assert "skips lower the error at a given NLC fails: -0.020 (p = 0.3, n = 60)" in \
+        unsure.reason
+    both = with_changed(with_changed(FIGURE10, "skip_nlc_ratio", ours=1.4),
+                        "skip_error_shift", ours=0.02)
+    assert figure10_judge(with_changed(both, "skip_rho", p_value=ABOVE)).status == "differs"
 
 
 # --- claims the data cannot speak to: "not tested", never a pass -----------------------------
