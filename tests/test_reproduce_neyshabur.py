@@ -380,3 +380,52 @@ def test_figure3_worse_minima_need_more_kl(figure3):
     with the largest confusion set than with none."""
     rows = figure3.computed.records()
     assert rows[-1]["kl_at_epsilon"] > rows[0]["kl_at_epsilon"]
+
+
+@pytest.mark.slow
+def test_figure3_verdict_judges_every_series_and_the_sharpness_claim(figure3):
+    """The judge reads each claim over the whole series (Kendall tau with the confusion-set
+    size >= 0.6 and ending higher), all four norms, and the paper's "sharpness behaves
+    poorly": its words match a recomputation from the rows."""
+    from scipy import stats
+
+    from nngauge.reproduce._neyshabur_figure3 import RISING_TAU
+
+    rows = figure3.computed.records()
+    sizes = [r["n_confusion"] for r in rows]
+
+    def rising(values):
+        return values[-1] > values[0] and stats.kendalltau(sizes, values)[0] >= RISING_TAU
+
+    sharp = rising([r["keskar_sharpness"] for r in rows])
+    reason = figure3.verdict.reason
+    assert f"sharpness alone behaves poorly {'fails' if sharp else 'holds'}" in reason
+    norms = all(rising([r[f"log10_{n}"] for r in rows])
+                for n in ("l2", "l1_path", "l2_path", "spectral"))
+    assert f"norms rise {'holds' if norms else 'fails'}" in reason
+    assert "test error rises holds" in reason
+
+
+def test_figure3_judge_fails_planted_series():
+    """Planted series: everything rising but sharpness flat is "reproduced"; sharpness rising
+    too fails the paper's "poor behavior" claim; one norm falling fails "norms rise"."""
+    from nngauge.reproduce._base import Computed
+    from nngauge.reproduce._neyshabur_figure3 import COLUMNS, judge
+
+    def series(**changed):
+        base = {"n_confusion": [0, 50, 100, 200], "train_error": [0.0] * 4,
+                "union_error": [0.0] * 4, "test_error": [0.1, 0.2, 0.3, 0.4],
+                "margin": [1.0] * 4, "log10_l2": [1, 2, 3, 4], "log10_l1_path": [1, 2, 3, 4],
+                "log10_l2_path": [1, 2, 3, 4], "log10_spectral": [1, 2, 3, 4],
+                "keskar_sharpness": [1.0, 0.5, 1.2, 0.6], "kl_at_epsilon": [10, 20, 40, 80],
+                "epochs": [5] * 4}
+        base.update(changed)
+        return Computed(COLUMNS, tuple(zip(*(base[c] for c in COLUMNS))))
+
+    assert judge(series()).status == "reproduced"
+    sharp = judge(series(keskar_sharpness=[1.0, 2.0, 3.0, 4.0]))
+    assert sharp.status == "qualitatively" and "behaves poorly fails" in sharp.reason
+    falling = judge(series(log10_spectral=[4, 3, 2, 1]))
+    assert "norms rise fails" in falling.reason
+    assert judge(series(test_error=[0.4, 0.3, 0.2, 0.1], kl_at_epsilon=[80, 40, 20, 10],
+                        keskar_sharpness=[1.0, 2.0, 3.0, 4.0])).status == "differs"
