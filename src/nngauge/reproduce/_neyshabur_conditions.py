@@ -35,6 +35,7 @@ from nngauge._citations import cite
 from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._neyshabur_random_labels import train_to_fit
+from nngauge.reproduce._nlc_study import panel_verdict
 
 COLUMNS = ("weights", "quantity", "layer", "delta", "value")
 PAPER = {"condition_number": 4.0, "c2": 5.0, "c3": 3.0}  # section 4: mu >= 1/4, C2 <= 5, C3 <= 3
@@ -162,22 +163,31 @@ def plot(computed: Computed, figure) -> None:
 
 
 def judge(computed: Computed) -> Verdict:
-    """Section 4 / appendix D: the bounds hold, and learned ~ random."""
-    ratios = [computed.compared(f"{q}_learned_over_random").ours
-              for q in ("condition_number", "c3")]
-    checked = [computed.compared(f"{q}_learned")
-               for q in ("condition_number", "c3", "c2_typical")]
-    failed = [c.quantity for c in checked if c.ours > c.paper]
-    text = "; ".join(f"{c.quantity} = {c.ours:.3g}" for c in computed.comparison) + "."
-    if not failed and all(0.5 < r < 2 for r in ratios):
-        return Verdict("qualitatively", "For the learned network 1/mu, C3 and the typical "
-                       "C2 are within the paper's bounds (4, 3, 5), and its 1/mu and C3 are "
-                       "within a factor 2 of its initialization's; the worst-sample C2 exceeds "
-                       "5 at width 64 (one unit near zero counts 1/64 of the layer), and the "
-                       "initialization's small pre-activations give it a larger typical C2: "
-                       + text)
-    return Verdict("differs", f"failing: {failed or 'none'}; learned / random ratios "
-                   f"{[round(r, 3) for r in ratios]}: " + text)
+    """Section 4 / appendix D, each claim with the paper's own definition: for the learned
+    network 1/mu <= 4, C3 <= 3 and C2 <= 5 with C2 the worst sample's (Theorem 1's), and its
+    1/mu and C3 within a factor 2 of its initialization's. The sample-mean ("typical") C2, a
+    reading chosen after seeing the worst-sample value, is printed beside it and decides
+    nothing."""
+    learned = {q: computed.compared(f"{q}_learned") for q in ("condition_number", "c3", "c2")}
+    ratios = {q: computed.compared(f"{q}_learned_over_random").ours
+              for q in ("condition_number", "c3")}
+    typical = computed.compared("c2_typical_learned").ours
+
+    def bound(q: str, name: str) -> tuple[bool, str]:
+        c = learned[q]
+        return c.ours <= c.paper, f"{name} = {c.ours:.3g} (paper: <= {c.paper:g})"
+
+    verdict = panel_verdict({
+        "C1 (1/mu)": bound("condition_number", "1/mu"),
+        "C3": bound("c3", "C3"),
+        "C2 (worst sample)": bound("c2", "C2"),
+        "learned ~ random": (all(0.5 < r < 2 for r in ratios.values()),
+                             "learned / random: " + ", ".join(
+                                 f"{q} {r:.3g}" for q, r in ratios.items())),
+    })
+    return Verdict(verdict.status, verdict.reason[:-1] + "; beside it, nngauge's "
+                   f"sample-mean C2 (not the paper's definition) = {typical:.3g} "
+                   f"({'within' if typical <= PAPER['c2'] else 'above'} 5).")
 
 
 REPRODUCTION = Reproduction(
