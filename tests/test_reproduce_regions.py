@@ -166,3 +166,8 @@ def test_verdicts_read_the_regions_as_the_tests_do(figure1, versus_bounds):
     assert figure1.verdict.status == "reproduced", figure1.verdict.reason
     assert versus_bounds.verdict.status == "reproduced", versus_bounds.verdict.reason
     assert "Serra et al.'s upper bound at most" in versus_bounds.verdict.reason
+    # proven bounds: only a counting bug could fail them, and every output says so
+    assert versus_bounds.verdict.software_check and not figure1.verdict.software_check
+    assert versus_bounds.verdict.label == "reproduced (software check, not evidence)"
+    assert ("**Verdict: reproduced (software check, not evidence).**"
+            in versus_bounds.readme_path.read_text(encoding="utf-8"))

@@ -71,7 +71,7 @@ def _reproduce(console, name: Optional[list[str]], out: Optional[Path], scale: s
     for line in result.differences:
         console.print(f"  - {line}")
     if result.verdict is not None:
-        console.print(f"[bold]Verdict: {result.verdict.status}.[/bold] {result.verdict.reason}")
+        console.print(f"[bold]Verdict: {result.verdict.label}.[/bold] {result.verdict.reason}")
     if result.warnings:
         from rich.markup import escape
 
@@ -99,7 +99,7 @@ def _run_several(console, selected: list[str], out: Path, scale: str, seed: int,
     for column in ("name", "verdict", "seconds"):
         table.add_column(column)
     for result in results:
-        table.add_row(result.name, result.verdict.status if result.verdict else "-",
+        table.add_row(result.name, result.verdict.label if result.verdict else "-",
                       f"{result.seconds:.1f}")
     console.print(table)
     console.print(f"wrote {out / INDEX_NAME}")

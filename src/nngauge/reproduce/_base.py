@@ -130,10 +130,19 @@ class Verdict:
     Attributes:
         status: one of :data:`VERDICTS`.
         reason: why, with the numbers that decide it.
+        software_check: True when only a software bug could fail the judged claim (a count
+            against a proven bound, a deterministic closed form): the verdict then checks
+            nngauge, not the paper, and every output labels it so (:attr:`label`).
     """
 
     status: str
     reason: str
+    software_check: bool = False
+
+    @property
+    def label(self) -> str:
+        """The status as printed: with "(software check, not evidence)" where it is one."""
+        return self.status + (" (software check, not evidence)" if self.software_check else "")
 
     def __post_init__(self) -> None:
         if self.status not in VERDICTS:
@@ -347,7 +356,7 @@ class Reproduction:
         if self.claim:
             lines += [f"**The paper's claim:** {self.claim}", ""]
         if verdict is not None:
-            lines += [f"**Verdict: {verdict.status}.** {verdict.reason}", ""]
+            lines += [f"**Verdict: {verdict.label}.** {verdict.reason}", ""]
         if warnings:
             lines += ["**Warnings from the study's workers** (each kind once, with the number "
                       "of units that raised it; the numbers above include those units):", ""]

@@ -107,7 +107,8 @@ def _section(result: ReproductionResult, record) -> str:
 
 def _badge(result: ReproductionResult) -> str:
     status = result.verdict.status if result.verdict is not None else "unjudged"
-    return f"<span class=\"verdict {status.replace(' ', '-')}\">{status}</span>"
+    label = result.verdict.label if result.verdict is not None else status
+    return f"<span class=\"verdict {status.replace(' ', '-')}\">{label}</span>"
 
 
 def _e(text) -> str:
