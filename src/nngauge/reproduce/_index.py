@@ -2,8 +2,9 @@
 
 Each reproduction runs into ``DIR/NAME/`` (its CSV, PNG and README.md); ``DIR/index.html`` is
 one self-contained page (figures inlined as PNG data, no script, no network) with, per
-reproduction, the paper and figure, the paper's claim, our verdict (reproduced / qualitatively
-/ differs / paper error) with its reason, the figure, our numbers beside the paper's and what differs.
+reproduction, the paper and figure, the paper's claim, our verdict (reproduced /
+qualitatively / differs / paper error; "software check, not evidence" where only a bug could
+fail it) with its reason, the figure, our numbers beside the paper's and what differs.
 """
 
 from __future__ import annotations
