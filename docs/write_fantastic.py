@@ -17,9 +17,11 @@ from __future__ import annotations
 import csv
 import datetime
 import re
-import shutil
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_sections import keep_run, two_decimals, write_section  # noqa: E402
 
 BEGIN, END = "<!-- fantastic:begin -->", "<!-- fantastic:end -->"
 TOP = 10
@@ -27,11 +29,6 @@ SHOWN = 20
 COPIED = ("fantastic.csv", "README.md", "fantastic_networks.csv")
 """The run's files kept in the repository (docs/fantastic/), where they exist."""
 KEPT = Path(__file__).resolve().parent / "fantastic"
-
-
-def _number(text: str) -> str:
-    value = float(text)
-    return "-" if value != value else f"{value:.2f}"
 
 
 def section(folder: Path) -> str:
@@ -52,10 +49,10 @@ def section(folder: Path) -> str:
              "| --- | --- | --- | --- | --- |"]
     for r in first[:SHOWN]:
         count = sum(r["measure"] in top[s] for s in seeds)
-        lines.append(f"| `{r['measure']}` | {_number(r['tau'])} [{_number(r['tau_low'])}, "
-                     f"{_number(r['tau_high'])}] | {_number(r['psi'])} "
-                     f"[{_number(r['psi_low'])}, {_number(r['psi_high'])}] | "
-                     f"{_number(r['cmi'])} | {count} |")
+        lines.append(f"| `{r['measure']}` | {two_decimals(r['tau'])} [{two_decimals(r['tau_low'])}, "
+                     f"{two_decimals(r['tau_high'])}] | {two_decimals(r['psi'])} "
+                     f"[{two_decimals(r['psi_low'])}, {two_decimals(r['psi_high'])}] | "
+                     f"{two_decimals(r['cmi'])} | {count} |")
     lines += ["", f"Verdict: {verdict.group(1).rstrip('.') if verdict else 'none'}. "
               + (reason.group(1) if reason else ""), "",
               f"The run took {float(took.group(1)) / 60:.1f} min on this project's 2-core "
@@ -66,20 +63,8 @@ def section(folder: Path) -> str:
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[1] if len(argv) > 1 else "reproduce/fantastic")
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        print(f"README.md has no {BEGIN} ... {END} section", file=sys.stderr)
-        return 1
-    if folder.resolve() != KEPT:
-        KEPT.mkdir(exist_ok=True)
-        for name in COPIED:
-            if (folder / name).exists():
-                shutil.copy2(folder / name, KEPT / name)
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{section(folder)}\n{END}{tail}", encoding="utf-8")
-    return 0
+    keep_run(folder, KEPT, COPIED)
+    return write_section(BEGIN, END, section(folder))
 
 
 if __name__ == "__main__":

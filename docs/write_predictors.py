@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import csv
 import re
-import shutil
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_sections import keep_run, two_decimals, write_section  # noqa: E402
 
 BEGIN, END = "<!-- predictors:begin -->", "<!-- predictors:end -->"
 COPIED = ("predictors.csv", "README.md")
 KEPT = Path(__file__).resolve().parent / "predictors"
-
-
-def _number(text: str) -> str:
-    value = float(text)
-    return "-" if value != value else f"{value:.2f}"
 
 
 def section(folder: Path) -> str:
@@ -47,9 +44,9 @@ def section(folder: Path) -> str:
              "| --- | --- | --- | --- | --- |"]
     for r in rows:
         baseline = " (baseline)" if r["baseline"] == "True" else ""
-        lines.append(f"| `{r['predictor']}`{baseline} | {_number(r['spearman'])} "
-                     f"[{_number(r['spearman_low'])}, {_number(r['spearman_high'])}] | "
-                     f"{_number(r['top_precision'])} | {r['n']} | "
+        lines.append(f"| `{r['predictor']}`{baseline} | {two_decimals(r['spearman'])} "
+                     f"[{two_decimals(r['spearman_low'])}, {two_decimals(r['spearman_high'])}] | "
+                     f"{two_decimals(r['top_precision'])} | {r['n']} | "
                      f"{'yes' if r['beats_n_params'] == 'True' else 'no'} |")
     if verdict:
         lines += ["", f"Verdict: {verdict.group(1)}. {verdict.group(2)}"]
@@ -60,19 +57,8 @@ def section(folder: Path) -> str:
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[1] if len(argv) > 1 else "reproduce/predictors")
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        print(f"README.md has no {BEGIN} ... {END} section", file=sys.stderr)
-        return 1
-    if folder.resolve() != KEPT:
-        KEPT.mkdir(exist_ok=True)
-        for name in COPIED:
-            shutil.copy2(folder / name, KEPT / name)
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{section(KEPT)}\n{END}{tail}", encoding="utf-8")
-    return 0
+    keep_run(folder, KEPT, COPIED)
+    return write_section(BEGIN, END, section(KEPT))
 
 
 if __name__ == "__main__":
