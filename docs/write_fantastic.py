@@ -49,7 +49,8 @@ def section(folder: Path) -> str:
              "| --- | --- | --- | --- | --- |"]
     for r in first[:SHOWN]:
         count = sum(r["measure"] in top[s] for s in seeds)
-        lines.append(f"| `{r['measure']}` | {two_decimals(r['tau'])} [{two_decimals(r['tau_low'])}, "
+        lines.append(f"| `{r['measure']}` | {two_decimals(r['tau'])} "
+                     f"[{two_decimals(r['tau_low'])}, "
                      f"{two_decimals(r['tau_high'])}] | {two_decimals(r['psi'])} "
                      f"[{two_decimals(r['psi_low'])}, {two_decimals(r['psi_high'])}] | "
                      f"{two_decimals(r['cmi'])} | {count} |")
