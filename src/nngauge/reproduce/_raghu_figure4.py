@@ -159,7 +159,8 @@ def judge(computed: Computed) -> Verdict:
     text = ("length after layer 6 / after layer 1 "
             + ", ".join(f"{growth[s]:.3g}" for s in scales) + " at sigma_w^2 = "
             + ", ".join(f"{s:g}" for s in scales) + f"; pooling keeps at most {pooling:.2f} of "
-            "the length")
+            "the length (a software check, not evidence: a pooling layer is 1-Lipschitz, so "
+            "only a bug could make it lengthen the curve)")
     if pools_ok and large_ok and rising and growth[scales[0]] < 1:
         return Verdict("reproduced", "The length grows with depth at the larger scales, more "
                        f"with sigma_w^2, and every pooling layer shortens it: {text}.")
