@@ -276,3 +276,72 @@ def test_raghu_training_judges_each_figures_claim():
     assert training_judge(shorter).status == "differs"
     upper = with_changed(good, "one_layer_lowest_minus_highest", ours=-0.05)
     assert "lower layers train better fails" in training_judge(upper).reason
+
+
+# --- raghu-figure4, regions-vs-bounds, shrinkage-figure2: planted rows ----------------------
+
+def _figure4(lengths: dict) -> Computed:
+    """raghu-figure4 rows: sigma_w^2 -> the length after layers 0..7."""
+    from nngauge.reproduce._raghu_figure4 import COLUMNS
+
+    rows = tuple((s, layer, "", 0, length, 1.0, True) for s, values in lengths.items()
+                 for layer, length in enumerate(values))
+    return Computed(COLUMNS, rows)
+
+
+def test_raghu_figure4_judge_fails_planted_lengths():
+    """Growth with depth rising with sigma_w^2 and shrinking at sigma_w^2 = 1, pools
+    shortening: reproduced; a length that does not grow at the large scale: not reproduced;
+    no growth anywhere: differs."""
+    from nngauge.reproduce._raghu_figure4 import judge
+
+    good = {1.0: [1, 0.9, 0.8, 0.5, 0.45, 0.4, 0.35, 0.2],
+            8.0: [1, 1.5, 2.5, 1.5, 2.5, 3.5, 4.5, 2.0],
+            16.0: [1, 2.0, 4.0, 2.0, 4.0, 8.0, 16.0, 8.0]}
+    assert judge(_figure4(good)).status == "reproduced"
+    flat = {**good, 8.0: [1, 1.1, 1.2, 0.9, 1.0, 1.1, 1.2, 0.9]}
+    assert judge(_figure4(flat)).status == "qualitatively"
+    none = {s: [1, 0.9, 0.8, 0.5, 0.45, 0.4, 0.35, 0.2] for s in good}
+    assert judge(_figure4(none)).status == "differs"
+
+
+def test_regions_vs_bounds_judge_fails_when_a_count_exceeds_the_bound():
+    """A planted count above Serra et al.'s bound: "differs", labelled a software check (a
+    counting bug), as the passing side is."""
+    from nngauge.reproduce._regions_vs_bounds import STATES
+    from nngauge.reproduce._regions_vs_bounds import judge as bounds_judge
+
+    def planted_fill(fill: float) -> Computed:
+        return planted(*(value(f"{s}_serra_fill", fill) for s in STATES),
+                       *(value(f"{s}_hanin_rolnick_ratio", 0.8) for s in STATES))
+
+    ok = bounds_judge(planted_fill(0.4))
+    assert ok.status == "reproduced" and ok.software_check
+    over = bounds_judge(planted_fill(1.2))
+    assert over.status == "differs" and over.software_check
+    assert "an upper bound is exceeded" in over.reason
+
+
+def test_shrinkage_figure2_judge_fails_planted_violations():
+    """The bound holding and 1 - rho falling with depth and rising with 1 - a: reproduced; a
+    searched network past its bound, or a trend broken, differs."""
+    from nngauge.reproduce._shrinkage_figure2 import COLUMNS, DEPTH_PANEL, SLOPE_PANEL
+    from nngauge.reproduce._shrinkage_figure2 import judge as shrinkage_judge
+
+    def rows(searched_at_depth=(0.5, 0.4, 0.3), slack=0.1):
+        """1 - rho per setting (searched = theory), theory_min below and the bounds
+        ``slack`` above it (a negative slack: the searched network beats its bound)."""
+        out = []
+        for panel, settings in ((DEPTH_PANEL, zip((2, 4, 8), searched_at_depth)),
+                                (SLOPE_PANEL, zip((0.6, 0.4, 0.2), (0.3, 0.4, 0.5)))):
+            for setting, searched in settings:
+                out.append(dict(panel=panel, depth=setting if panel == DEPTH_PANEL else 16,
+                                negative_slope=setting if panel == SLOPE_PANEL else 0.2,
+                                theory=searched, theory_min=searched - 0.05,
+                                bound=searched + 0.1, searched=searched,
+                                bound_measured=searched + slack))
+        return Computed(COLUMNS, tuple(tuple(r.get(c, 0.0) for c in COLUMNS) for r in out))
+
+    assert shrinkage_judge(rows()).status == "reproduced"
+    assert shrinkage_judge(rows(slack=-0.05)).status == "differs"
+    assert shrinkage_judge(rows(searched_at_depth=(0.3, 0.4, 0.5))).status == "differs"
