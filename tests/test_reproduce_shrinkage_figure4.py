@@ -107,7 +107,8 @@ def test_figure4_verdict_reads_the_figure_as_the_tests_do(figure4):
     """The judge reads the small scale as qualitatively reproduced: training and displacements
     as figure 4, but the block's inputs are less correlated than the paper's ~0.97 (the block
     starts at layer 11, not 33) and training lowers their correlation. With the paper's
-    correlations (0.97 before and after training) in place of ours it says 'reproduced'."""
+    correlations (0.97 before and after training) in place of ours it says 'reproduced'; with
+    both networks at chance accuracy as well, 'differs'."""
     assert figure4.verdict.status == "qualitatively", figure4.verdict.reason
     assert "less correlated than the paper's" in figure4.verdict.reason
     assert "training changes their correlation" in figure4.verdict.reason
@@ -117,3 +118,7 @@ def test_figure4_verdict_reads_the_figure_as_the_tests_do(figure4):
         for r in figure4.computed.rows)
     verdict = judge(dataclasses.replace(figure4.computed, rows=paper_like))
     assert verdict.status == "reproduced", verdict.reason
+    # planted: neither network learns (chance accuracy throughout): "similar accuracy" once
+    # held then; now it needs both to learn, and the verdict is not a reproduction
+    chance = tuple(r[:5] + (0.1,) + r[6:] if r[0] == "test accuracy" else r for r in paper_like)
+    assert judge(dataclasses.replace(figure4.computed, rows=chance)).status == "differs"

@@ -54,6 +54,10 @@ PAPER_FAR, PAPER_NEAR = 0.8, 0.1
 ENTERING_THRESHOLD = 0.9  # judge: "high" correlation entering the block
 STAYS_TOLERANCE = 0.05  # judge: largest change of that correlation during training
 ACCURACY_TOLERANCE = 0.05  # judge: final test accuracies of the two networks at most this apart
+LEARNS = 0.5
+"""Judge: "trains like the full one" needs both networks to learn: a final test accuracy of
+at least this on 10 classes (chance 0.1); two networks that learn nothing are "similar" too,
+and that is no evidence."""
 
 
 @dataclass(frozen=True)
@@ -312,7 +316,8 @@ def plot(computed: Computed, figure) -> None:
 def judge(computed: Computed) -> Verdict:
     """Reproduced when the smallest correlation entering the block is >= ENTERING_THRESHOLD
     at initialization and after training and changes by at most STAYS_TOLERANCE, the final
-    test accuracies are within ACCURACY_TOLERANCE of each other, the displacement correlation
+    test accuracies are within ACCURACY_TOLERANCE of each other and both at least LEARNS
+    (two networks that learn nothing are alike too), the displacement correlation
     next to the block is positive and the largest far from it exceeds it; qualitatively
     when the training claims (accuracies, displacements) hold but the correlation claim does
     not (too low at this depth and width, or changed by training); differs otherwise."""
@@ -325,13 +330,14 @@ def judge(computed: Computed) -> Verdict:
     smallest = min(r[5] for r in rows if r[0] == "displacement correlation")
     high = min(init, trained) >= ENTERING_THRESHOLD
     stays = abs(trained - init) <= STAYS_TOLERANCE
-    similar = abs(full - skimmed) <= ACCURACY_TOLERANCE
+    similar = abs(full - skimmed) <= ACCURACY_TOLERANCE and min(full, skimmed) >= LEARNS
     aligned = 0 < near < far
     text = (f"smallest correlation entering the block (z^({first})) {init:.3f} at init "
             f"(infinite width {theory:.3f}), {trained:.3f} trained (paper ~"
             f"{PAPER_ENTERING_CORRELATION} before and after; ours must be >= "
             f"{ENTERING_THRESHOLD} and change by <= {STAYS_TOLERANCE}); final test accuracy "
-            f"full {full:.3f} vs skimmed {skimmed:.3f} (tolerance {ACCURACY_TOLERANCE}); "
+            f"full {full:.3f} vs skimmed {skimmed:.3f} (tolerance {ACCURACY_TOLERANCE}, both "
+            f"at least {LEARNS}); "
             f"displacement correlations: smallest {smallest:.3f}, next to the block "
             f"{near:.3f} (paper ~{PAPER_NEAR}), largest far from it {far:.3f} (paper up to "
             f"{PAPER_FAR})")
