@@ -31,6 +31,8 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import nn
 
+from nngauge.report._verdicts import verdict_status as status_of
+
 EVIDENCE_JSON = Path(__file__).with_name("verdict_evidence.json")
 """The committed counts and their provenance."""
 EVIDENCE_CSV = Path(__file__).with_name("verdict_evidence.csv")
@@ -137,26 +139,6 @@ def _data_type(inputs: torch.Tensor) -> str:
 
 
 # ------------------------------------------------------------------------------ counting
-
-
-def status_of(key: str, value: float) -> str:
-    """The report's status of verdict ``key`` at ``value`` (its thresholds, as the verdict
-    functions apply them)."""
-    from nngauge.report import _verdicts as V
-
-    if not isinstance(value, (int, float)) or math.isnan(value):
-        return "n/a"
-    if key == "nlc":
-        return "ok" if value <= V.NLC_IDEAL[1] else "warn" if value <= V.NLC_BAD else "bad"
-    if key == "output_bias":
-        return "ok" if value <= V.HIGH_BIAS else "bad"
-    if key == "shrinkage":
-        return "ok" if value <= V.RHO_WARN else "warn" if value <= V.RHO_BAD else "bad"
-    if key == "jacobian":
-        size = max(value, 1.0 / value) if value > 0 else math.inf
-        return ("ok" if size <= V.JACOBIAN_WARN else "warn" if size <= V.JACOBIAN_BAD
-                else "bad")
-    raise KeyError(key)
 
 
 def mark_good(rows: list[dict]) -> list[dict]:

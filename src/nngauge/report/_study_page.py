@@ -33,10 +33,9 @@ with one, Jiang et al.'s conditioning on single hyperparameters is used."""
 
 def measure_columns(table) -> list[str]:
     """The columns of ``table`` that are study measures (at initialization or ``_after``)."""
-    from nngauge.studies._spec import AFTER, MEASURES
+    from nngauge.studies._spec import STUDY_COLUMNS
 
-    known = {c + after for cols in MEASURES.values() for c in cols for after in ("", AFTER)}
-    return [c for c in table.columns if c in known]
+    return [c for c in table.columns if c in STUDY_COLUMNS]
 
 
 def default_target(table) -> str:

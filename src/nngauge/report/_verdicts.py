@@ -38,6 +38,35 @@ the kernel is degenerating towards rank one (Agarwal, Awasthi & Kale, ALT 2021, 
 
 STATUSES = ("ok", "warn", "bad", "n/a")
 
+
+def _banded(value: float, warn: float, bad: float) -> str:
+    return "ok" if value <= warn else "warn" if value <= bad else "bad"
+
+
+def _growth_size(growth: float) -> float:
+    """How far a growth factor is from 1 either way (explosion or vanishing)."""
+    return max(growth, 1.0 / growth) if growth > 0 else math.inf
+
+
+STATUS_RULES = {
+    "nlc": lambda v: _banded(v, NLC_IDEAL[1], NLC_BAD),
+    "output_bias": lambda v: _banded(v, HIGH_BIAS, HIGH_BIAS),
+    "shrinkage": lambda v: _banded(v, RHO_WARN, RHO_BAD),
+    "jacobian": lambda v: _banded(_growth_size(v), JACOBIAN_WARN, JACOBIAN_BAD),
+    "kernel": lambda v: _banded(v, KERNEL_WARN, KERNEL_BAD),
+}
+"""Verdict key -> the status of its judged value: the thresholds above, applied once for the
+verdicts and for the evidence table that counts them (:mod:`nngauge.report._evidence`). A NaN
+value falls through every comparison: "bad", as the verdicts have always judged it."""
+
+
+def verdict_status(key: str, value: float) -> str:
+    """The status verdict ``key`` gives ``value``, "n/a" for a missing or NaN value (what the
+    evidence table counts: a network whose value is undefined has no status)."""
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return "n/a"
+    return STATUS_RULES[key](value)
+
 NLC_PAPER = cite("nlc")
 SHRINK_PAPER = cite("shrinkage")
 COND_PAPER = cite("conditioning")
@@ -151,12 +180,12 @@ def _nlc_verdict(profile, out, within: Optional[int]) -> Verdict:
         "for a linear network only on isotropic inputs, so this NLC reads lower than the "
         "paper's ranges assume; whiten the data (nngauge.data.preprocess, appendix D.2) to "
         "compare.")
-    if value <= NLC_IDEAL[1]:
+    status = STATUS_RULES["nlc"](value)
+    if status == "ok":
         note = " (below 1: close to linear)" if value < NLC_IDEAL[0] else ""
         return Verdict("nlc", "Nonlinearity coefficient", "ok", value, threshold, source,
                        f"NLC = {value:.3g} +- {out.stderr:.2g} is in the range the paper found "
                        f"optimal{note}." + caveat)
-    status = "warn" if value <= NLC_BAD else "bad"
     fix = ("Lower the NLC: use fewer layers, a more linear activation (lower NLC_tau(1), e.g. "
            "tanh or SELU instead of ReLU under batchnorm), or add skip connections "
            "(NLC paper B.3).")
@@ -187,7 +216,7 @@ def _bias_verdict(profile) -> Verdict:
     value = profile.layers[-1].output_bias
     source = f"{NLC_PAPER}, section 4 (figure 2, 3A) and B.2"
     threshold = f"bad above {HIGH_BIAS:g} (the paper's high-bias flag)"
-    if value <= HIGH_BIAS:
+    if STATUS_RULES["output_bias"](value) == "ok":
         return Verdict("output_bias", "Output bias", "ok", value, threshold, source,
                        f"Output bias {value:.3g}: the output varies over the data much more "
                        "than the high-bias architectures.")
@@ -241,11 +270,11 @@ def _shrinkage_verdict(corr, bound, measured_sq, norm) -> Verdict:
         extra += (f" (measured {measured_sq:.3g})." if measured_sq is not None else ".")
         if measured_sq is not None and measured_sq < bound.jacobian_norm_sq:
             extra += bound_violation(bound.jacobian_norm_sq, measured_sq, norm)
-    if value <= RHO_WARN:
+    status = STATUS_RULES["shrinkage"](value)
+    if status == "ok":
         return Verdict("shrinkage", "Representation shrinkage (rho_max)", "ok", value, threshold,
                        source, f"rho_max = {value:.3g}: representations stay spread out."
                        + extra)
-    status = "warn" if value <= RHO_BAD else "bad"
     return Verdict("shrinkage", "Representation shrinkage (rho_max)", status, value, threshold,
                    source, f"rho_max = {value:.3g}: at some layer every pair of inputs is "
                    "almost aligned (representation shrinkage: later layers do little "
@@ -303,8 +332,7 @@ def ratio_stderr(first, last) -> Optional[float]:
 def _jacobian_verdict(growth: float, steps: int, source: str) -> Verdict:
     threshold = (f"heuristic: warn beyond x{JACOBIAN_WARN:g} or /{JACOBIAN_WARN:g}, bad beyond "
                  f"x{JACOBIAN_BAD:g} or /{JACOBIAN_BAD:g} from the first to the last hidden layer")
-    size = max(growth, 1.0 / growth) if growth > 0 else math.inf
-    status = "ok" if size <= JACOBIAN_WARN else "warn" if size <= JACOBIAN_BAD else "bad"
+    status = STATUS_RULES["jacobian"](growth)
     what = "explodes" if growth > 1 else "vanishes"
     message = (f"||J||_op grows by a factor {growth:.3g} over {steps} layers "
                f"({_per_layer(growth, steps)} per layer).")
@@ -363,10 +391,10 @@ def _kernel_verdict(kernels, hidden: list[str]) -> Verdict:
     message = (f"Mean normalized dot product {first.mean_normalized_dot_product:.3g} -> "
                f"{value:.3g}; condition number {first.condition_number:.3g} -> "
                f"{last.condition_number:.3g} from {first.name} to {last.name}.")
-    if value <= KERNEL_WARN:
+    status = STATUS_RULES["kernel"](value)
+    if status == "ok":
         return Verdict("kernel", "Kernel conditioning over depth", "ok", value, threshold, source,
                        message)
-    status = "warn" if value <= KERNEL_BAD else "bad"
     return Verdict("kernel", "Kernel conditioning over depth", status, value, threshold, source,
                    message + " All inputs look alike to the deep layers: the kernel tends to "
                    "rank one and its condition number grows (slow, poorly conditioned training).",

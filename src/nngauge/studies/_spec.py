@@ -120,6 +120,16 @@ measures nlc and correlations)."""
 
 AFTER = "_after"
 """Suffix of the columns a measure records of a trained network (``nlc_after``)."""
+STUDY_COLUMNS = tuple(dict.fromkeys(column + after for after in ("", AFTER)
+                                    for columns in MEASURES.values() for column in columns))
+"""Every column a study's measures can write, at initialization then after training, in the
+catalogue's order."""
+
+
+def ordered_columns(names) -> list[str]:
+    """The measure columns ``names`` in :data:`STUDY_COLUMNS` order (others last, by name)."""
+    position = {column: i for i, column in enumerate(STUDY_COLUMNS)}
+    return sorted(set(names), key=lambda c: (position.get(c, len(position)), c))
 
 PREPROCESSING = ("none", "standardize", "pca")
 DTYPES = ("float32", "float64")

@@ -34,7 +34,7 @@ from nngauge._results import Result
 from nngauge.errors import InvalidInputError, require_extra
 from nngauge.studies._db import DEFAULT_URL, architectures, measures, open_db, studies, units
 from nngauge.studies._grid import HYPERPARAMETERS
-from nngauge.studies._spec import AFTER, MEASURES
+from nngauge.studies._spec import ordered_columns
 
 POINT_FIELDS = ("arch_index", "seed", "skip", "high_bias", "best_lr", "best_lr_index",
                 "best_val_error", "test_error", "train_error", "lowest_train_error",
@@ -179,8 +179,7 @@ def summarize(db: str = DEFAULT_URL, *, study: Optional[str] = None,
     finally:
         engine.dispose()
     points = _points(rows, values, skip)
-    order = [c + after for after in ("", AFTER) for cols in MEASURES.values() for c in cols]
-    columns = tuple(sorted({v.name for v in values}, key=lambda c: (order + [c]).index(c)))
+    columns = tuple(ordered_columns(v.name for v in values))
     correlations = []
     for column in columns:
         pairs = [(p[column], p["test_error"]) for p in points.values()

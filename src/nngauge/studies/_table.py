@@ -17,7 +17,7 @@ from typing import Optional
 
 from nngauge.errors import require_extra
 from nngauge.studies._db import DEFAULT_URL
-from nngauge.studies._spec import AFTER, MEASURES
+from nngauge.studies._spec import ordered_columns
 
 LEADING = ("key", "candidate", "seed")
 """The first columns of a builder study's table."""
@@ -112,10 +112,7 @@ def measured_columns(conn, study_id: str) -> tuple[dict[str, dict], list[str]]:
     by_key: dict[str, dict] = {}
     for key, column, value in values:
         by_key.setdefault(key, {})[column] = math.nan if value is None else value
-    order = [c + after for after in ("", AFTER) for cols in MEASURES.values() for c in cols]
-    columns = sorted({c for row in by_key.values() for c in row},
-                     key=lambda c: ((order + [c]).index(c), c))
-    return by_key, columns
+    return by_key, ordered_columns(c for row in by_key.values() for c in row)
 
 
 def _builder_table(conn, study_id: str):
