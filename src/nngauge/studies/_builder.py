@@ -347,7 +347,13 @@ def _run(task, measures: dict, metrics: dict) -> tuple[dict, dict]:
     (kept when a later stage raises :class:`_Failed`)."""
     import torch
 
-    from nngauge.studies._units import _generator, _measure, derive_seed, study_data
+    from nngauge.studies._units import (
+        _generator,
+        _measure,
+        derive_seed,
+        in_model_dtype,
+        study_data,
+    )
 
     spec, unit, b = task.spec, task.unit, task.spec.builder
     try:
@@ -364,7 +370,7 @@ def _run(task, measures: dict, metrics: dict) -> tuple[dict, dict]:
                             "torch.nn.Module")
     except Exception as exc:
         raise _Failed("build", exc) from None
-    parts = _as_model_dtype(model, (train, val, test))
+    parts = in_model_dtype(model, (train, val, test))
     initial = copy.deepcopy(model)
     batch, options = spec.measures.batch_size, spec.measures.options_of()
     try:
@@ -392,19 +398,6 @@ def _run(task, measures: dict, metrics: dict) -> tuple[dict, dict]:
             raise _Failed("measure_after", exc) from None
         measures.update({f"{column}{AFTER}": value for column, value in after.items()})
     return measures, metrics
-
-
-def _as_model_dtype(model, parts):
-    """The splits with floating inputs in the dtype of the model's first floating parameter
-    (copies; token ids and labels as they are)."""
-    from nngauge.data import LabelledData
-
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
-    if dtype is None:
-        return parts
-    return tuple(None if part is None else LabelledData(
-        part.inputs.to(dtype) if part.inputs.is_floating_point() else part.inputs,
-        part.labels) for part in parts)
 
 
 def _train(task, model, parts) -> dict[str, float]:

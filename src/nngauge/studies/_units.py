@@ -212,6 +212,19 @@ def resolve_architectures(spec: StudySpec) -> list[Architecture]:
     return out
 
 
+def in_model_dtype(model, parts):
+    """The splits with floating inputs in the dtype of the model's first floating parameter
+    (copies; token ids and labels as they are)."""
+    from nngauge.data import LabelledData
+
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is None:
+        return parts
+    return tuple(None if part is None else LabelledData(
+        part.inputs.to(dtype) if part.inputs.is_floating_point() else part.inputs,
+        part.labels) for part in parts)
+
+
 def _widths(parts) -> tuple[int, int]:
     """(input features, classes) of the study's data."""
     return (int(parts[0].inputs[0].numel()),

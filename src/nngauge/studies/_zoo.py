@@ -58,7 +58,6 @@ def run_network(task, started: float) -> dict:
     :func:`nngauge.studies._db.write_unit`."""
     import time
 
-    from nngauge.data import LabelledData
     from nngauge.studies._grid import training_set
     from nngauge.studies._units import (
         _generator,
@@ -66,6 +65,7 @@ def run_network(task, started: float) -> dict:
         _widths,
         build_model,
         derive_seed,
+        in_model_dtype,
         study_data,
     )
     from nngauge.training import fit, steps_to_loss
@@ -78,8 +78,7 @@ def run_network(task, started: float) -> dict:
     train, changed = training_set(train, h["train_size"], h["label_noise"], n_classes,
                                   spec.seed, unit.seed)
     model = build_model(task)
-    dtype = next(model.parameters()).dtype
-    train, test = (LabelledData(d.inputs.to(dtype), d.labels) for d in (train, test))
+    train, _, test = in_model_dtype(model, (train, None, test))
     initial = copy.deepcopy(model)
     parts = (train, None, test)
     batch = spec.measures.batch_size
