@@ -30,6 +30,7 @@ from nngauge._internal.usage import cpu_seconds
 from nngauge._random import seed_of, torch_generator
 from nngauge._vocabulary import renamed
 from nngauge.errors import UnknownNameError, invalid, require_extra
+from nngauge.reproduce._seeds import SeedOutcome, majority_verdict, seed_list, seed_rows, spread
 
 Scale = Literal["small", "paper"]
 SCALES: tuple[str, ...] = ("small", "paper")
@@ -212,10 +213,13 @@ class ReproductionResult:
             rebuilt).
         csv_path, png_path, readme_path: the files written.
         seconds: wall-clock time of the computation and the files.
-        verdict: the reproduction's judgement against the paper's claim.
+        verdict: the reproduction's judgement against the paper's claim; at several seeds
+            the majority's (:func:`nngauge.reproduce._seeds.majority_verdict`).
         warnings: the warnings its study's workers raised, each kind once with the number of
             units that raised it (:func:`nngauge.studies.warning_lines`); stated in the README
             beside the verdict.
+        per_seed: every seed's numbers and verdict, the first being ``computed``'s (one
+            entry at one seed); ``seeds_csv_path`` their table (None at one seed).
     """
 
     name: str
@@ -228,6 +232,13 @@ class ReproductionResult:
     readme_path: Optional[Path] = None
     verdict: Optional[Verdict] = None
     warnings: tuple[str, ...] = ()
+    per_seed: tuple[SeedOutcome, ...] = ()
+    seeds_csv_path: Optional[Path] = None
+
+    def spread(self, key: str) -> Optional[tuple[float, float]]:
+        """The smallest and largest value of comparison ``key`` over the seeds (None at one
+        seed)."""
+        return spread(self.per_seed, key)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values (rows as dicts keyed by column)."""
@@ -240,6 +251,8 @@ class ReproductionResult:
             "rows": [dict(zip(columns, row)) for row in self.computed.rows],
             "comparison": [c.__dict__ for c in self.computed.comparison],
             "verdict": None if self.verdict is None else self.verdict.__dict__,
+            "per_seed": [{"seed": outcome.seed, "verdict": None if outcome.verdict is None
+                          else outcome.verdict.__dict__} for outcome in self.per_seed],
         }
 
 
@@ -273,6 +286,10 @@ class Reproduction:
             from the rows and from the comparisons' fields (by key, never from their text).
         pages: ``pages(computed, out_dir) -> Path``: writes one more file beside the CSV and
             the PNG (e.g. an HTML page of many figures), named in the README; None: none.
+        seeds: how many consecutive seeds :meth:`run` computes and judges by default: 3 for a
+            statistical reproduction (its verdict rests on random draws: sampled architectures,
+            training, random directions), 1 for a deterministic one or where three would cost
+            hours (``differences`` then says so).
     """
 
     name: str
@@ -286,12 +303,19 @@ class Reproduction:
     claim: str = ""
     judge: Optional[Callable[[Computed], Verdict]] = field(default=None, repr=False)
     pages: Optional[Callable[[Computed, Path], Path]] = field(default=None, repr=False)
+    seeds: int = 1
 
     @renamed(seed=("generator", _seed_or_default, _seed_with_generator))
     def run(self, out_dir: str | Path, *, scale: Scale = "small",
-            generator: int | torch.Generator = 0) -> ReproductionResult:
+            generator: int | torch.Generator = 0,
+            seeds: Optional[int] = None) -> ReproductionResult:
         """Compute, write ``out_dir/NAME.csv``, ``NAME.png`` and ``README.md``, return the
         result.
+
+        At several seeds (``generator, generator + 1, ...``) each seed is computed and judged;
+        the CSV, PNG and the values printed are the first seed's, each value with its spread
+        over the seeds, the verdict the majority's with how many seeds agree, and
+        ``NAME_seeds.csv`` holds every seed's verdict and values.
 
         Args:
             out_dir: directory for the files (created when missing).
@@ -300,9 +324,12 @@ class Reproduction:
             generator: seeds everything random: an int seed (default 0), named in the README
                 as ``nngauge reproduce --seed N``, or a torch.Generator (the README then says
                 the caller seeded it).
+            seeds: how many seeds (None: :attr:`seeds` for an int ``generator``, 1 for a
+                torch.Generator, whose one stream the caller seeded).
 
         Raises:
-            InvalidInputError: an unknown scale or an ``out_dir`` that is a file.
+            InvalidInputError: an unknown scale, an ``out_dir`` that is a file, ``seeds`` not
+                a positive int, or ``seeds > 1`` with a torch.Generator.
             MissingDependencyError: matplotlib is not installed.
         """
         where = f"reproduce {self.name}"
@@ -318,39 +345,68 @@ class Reproduction:
             raise invalid(where, f"generator {SEED.expected()}", f"generator={generator!r}",
                           "pass e.g. generator=0 (the default)")
         seed = None if isinstance(generator, torch.Generator) else generator
+        count = self._seed_count(seed, seeds)
         start, cpu_start = time.perf_counter(), cpu_seconds()
         collected: dict[str, int] = {}
         token = _WORKER_WARNINGS.set(collected)
         try:
-            computed = self.compute(scale, torch_generator(generator))
+            outcomes = []
+            for each in (None,) if seed is None else seed_list(seed, count):
+                computed = self.compute(scale, torch_generator(generator if each is None
+                                                               else each))
+                verdict = self.judge(computed) if self.judge is not None else None
+                outcomes.append(SeedOutcome(each, computed, verdict))
         finally:
             _WORKER_WARNINGS.reset(token)
         from nngauge.studies._executors import warning_lines
 
         warned = tuple(warning_lines(collected))
+        computed, verdict = outcomes[0].computed, majority_verdict(outcomes)
         out.mkdir(parents=True, exist_ok=True)
         csv_path, png_path = out / f"{self.name}.csv", out / f"{self.name}.png"
         write_csv(csv_path, computed.columns, computed.rows)
+        seeds_csv = None
+        if len(outcomes) > 1:
+            seeds_csv = out / f"{self.name}_seeds.csv"
+            write_csv(seeds_csv, *seed_rows(outcomes))
         self._save_png(computed, png_path)
         page = self.pages(computed, out) if self.pages is not None else None
         seconds = time.perf_counter() - start
         cpu = None if cpu_start is None else cpu_seconds() - cpu_start
-        verdict = self.judge(computed) if self.judge is not None else None
         readme_path = out / "README.md"
         readme_path.write_text(self.readme(computed, scale, seed, seconds, verdict, page,
-                                           cpu_seconds=cpu, warnings=warned), encoding="utf-8")
+                                           cpu_seconds=cpu, warnings=warned,
+                                           per_seed=tuple(outcomes)), encoding="utf-8")
         return ReproductionResult(self.name, scale, computed, tuple(self.differences[scale]),
-                                  csv_path, png_path, seconds, readme_path, verdict, warned)
+                                  csv_path, png_path, seconds, readme_path, verdict, warned,
+                                  tuple(outcomes), seeds_csv)
+
+    def _seed_count(self, seed: Optional[int], seeds: Optional[int]) -> int:
+        """How many seeds a run computes (validated; see :meth:`run`)."""
+        where = f"reproduce {self.name}"
+        if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int)
+                                  or seeds < 1):
+            raise invalid(where, "seeds, a positive int (or None: the reproduction's "
+                          "default)", f"seeds={seeds!r}", "pass e.g. seeds=3")
+        if seed is None:
+            if seeds is not None and seeds > 1:
+                raise invalid(where, "an int seed to run at several seeds", f"seeds={seeds} "
+                              "with a torch.Generator", "pass generator=0 (seeds 0, 1, ...)")
+            return 1
+        return self.seeds if seeds is None else seeds
 
     def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
                verdict: Optional[Verdict] = None, page: Optional[Path] = None, *,
-               cpu_seconds: Optional[float] = None, warnings: Sequence[str] = ()) -> str:
+               cpu_seconds: Optional[float] = None, warnings: Sequence[str] = (),
+               per_seed: Sequence[SeedOutcome] = ()) -> str:
         """The Markdown page written beside the CSV and the PNG: what was rebuilt and how (its
         wall-clock time, and the CPU time of this process and its finished workers, which
         other load on the machine does not inflate), the paper's claim and our verdict, our
         numbers beside the paper's, and every deviation from the paper with its reason."""
         command = f"nngauge reproduce {self.name} --scale {scale}"
         command += f" --seed {seed}" if seed is not None else ""
+        several = len(per_seed) > 1
+        command += f" --seeds {len(per_seed)}" if several else ""
         lines = [f"# {self.name}: {self.target}", "", f"{self.paper}, {self.target}.", "",
                  f"{self.description}.", ""]
         if self.claim:
@@ -367,13 +423,20 @@ class Reproduction:
                  + ("" if cpu_seconds is None else f" ({cpu_seconds:.0f} s of CPU)")
                  + ("" if seed is not None else " (seeded by the caller's generator)") + ".",
                  "", f"Files: `{self.name}.csv` (columns: {', '.join(computed.columns)}; "
-                 f"{len(computed.rows)} rows), `{self.name}.png`"
-                 + (f" and `{page.name}`." if page is not None else "."), ""]
+                 f"{len(computed.rows)} rows{f', seed {seed}' if several else ''}), "
+                 f"`{self.name}.png`" + (f", `{page.name}`" if page is not None else "")
+                 + (f" and `{self.name}_seeds.csv` (every seed's verdict and values)"
+                    if several else "") + ".", ""]
         if computed.comparison:
-            lines += ["## Our numbers beside the paper's", "",
-                      "| quantity | ours | paper | note |", "| --- | --- | --- | --- |"]
+            title = (f"## Our numbers beside the paper's (seed {seed}; the spread over "
+                     f"{len(per_seed)} seeds beside)" if several
+                     else "## Our numbers beside the paper's")
+            lines += [title, "", "| quantity | ours | " + ("over seeds | " if several else "")
+                      + "paper | note |", "| --- | --- | " + ("--- | " if several else "")
+                      + "--- | --- |"]
             lines += [f"| {_md(c.quantity)} | {format_number(c.ours)} | "
-                      f"{'-' if c.paper is None else format_number(c.paper)} | "
+                      + (f"{format_spread(spread(per_seed, c.key))} | " if several else "")
+                      + f"{'-' if c.paper is None else format_number(c.paper)} | "
                       f"{_md(c.printed_note)} |"
                       for c in computed.comparison]
             lines.append("")
@@ -401,13 +464,19 @@ def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Sequence[Any]])
 
 def _cell(value: Any) -> Any:
     if isinstance(value, float) and math.isfinite(value):
-        return repr(value)
+        return repr(float(value))  # numpy's float64 too, without its "np.float64(...)"
     return "" if value is None else value
 
 
 def format_number(value: Any) -> str:
     """A value as the README and the index print it (4 significant digits for floats)."""
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def format_spread(interval: Optional[tuple[float, float]]) -> str:
+    """A spread over seeds as printed: ``"0.51 to 0.79"`` (``"-"`` when there is none)."""
+    return "-" if interval is None else \
+        f"{format_number(interval[0])} to {format_number(interval[1])}"
 
 
 def _md(text: str) -> str:

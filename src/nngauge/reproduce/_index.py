@@ -4,7 +4,8 @@ Each reproduction runs into ``DIR/NAME/`` (its CSV, PNG and README.md); ``DIR/in
 one self-contained page (figures inlined as PNG data, no script, no network) with, per
 reproduction, the paper and figure, the paper's claim, our verdict (reproduced /
 qualitatively / differs / paper error; "software check, not evidence" where only a bug could
-fail it) with its reason, the figure, our numbers beside the paper's and what differs.
+fail it) with its reason and, at several seeds, each seed's verdict and how many agree, the
+figure, our numbers beside the paper's (with their spread over the seeds) and what differs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from nngauge._vocabulary import renamed
-from nngauge.reproduce._base import ReproductionResult, Scale, format_number
+from nngauge.reproduce._base import ReproductionResult, Scale, format_number, format_spread
 
 INDEX_NAME = "index.html"
 
@@ -35,10 +36,12 @@ td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; }
 @renamed(seed="generator")
 def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
             names: Optional[Sequence[str]] = None,
-            progress: Optional[Callable[[str], None]] = None) -> list[ReproductionResult]:
-    """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` with the
-    same int seed ``generator`` (the README of each names it), then write
-    ``out_dir/index.html``; returns the results."""
+            progress: Optional[Callable[[str], None]] = None,
+            seeds: Optional[int] = None) -> list[ReproductionResult]:
+    """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` from the
+    same int seed ``generator`` (the README of each names it) at ``seeds`` seeds (None: each
+    reproduction's own count, :attr:`Reproduction.seeds`), then write ``out_dir/index.html``;
+    returns the results."""
     from nngauge.reproduce import get
     from nngauge.reproduce import names as all_names
 
@@ -46,7 +49,8 @@ def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
     for name in names or all_names():
         if progress is not None:
             progress(name)
-        results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=generator))
+        results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=generator,
+                                     seeds=seeds))
     write_index(results, out_dir)
     return results
 
@@ -77,21 +81,31 @@ def write_index(results: Sequence[ReproductionResult], out_dir: str | Path) -> P
 def _contents(pairs) -> str:
     rows = "".join(
         f"<tr><td><a href=\"#{_e(r.name)}\">{_e(r.name)}</a></td><td>{_e(record.target)}</td>"
-        f"<td>{_badge(r)}</td><td>{r.seconds:.1f} s</td></tr>" for r, record in pairs)
-    return ("<table><tr><th>name</th><th>figure</th><th>verdict</th><th>time</th></tr>"
-            + rows + "</table>")
+        f"<td>{_badge(r)}</td><td>{_e(_per_seed(r))}</td><td>{r.seconds:.1f} s</td></tr>"
+        for r, record in pairs)
+    return ("<table><tr><th>name</th><th>figure</th><th>verdict</th><th>per seed</th>"
+            "<th>time</th></tr>" + rows + "</table>")
+
+
+def _per_seed(result: ReproductionResult) -> str:
+    """``"0 reproduced, 1 reproduced, 2 differs"`` (the seed alone when it ran at one)."""
+    return ", ".join(f"{outcome.seed} {outcome.status}" if len(result.per_seed) > 1
+                     else f"seed {outcome.seed}" for outcome in result.per_seed)
 
 
 def _section(result: ReproductionResult, record) -> str:
     image = base64.b64encode(result.png_path.read_bytes()).decode("ascii")
     reason = result.verdict.reason if result.verdict is not None else "no judgement"
+    several = len(result.per_seed) > 1
     rows = "".join(
         f"<tr><td>{_e(c.quantity)}</td><td>{_e(format_number(c.ours))}</td>"
-        f"<td>{'-' if c.paper is None else _e(format_number(c.paper))}</td>"
+        + (f"<td>{_e(format_spread(result.spread(c.key)))}</td>" if several else "")
+        + f"<td>{'-' if c.paper is None else _e(format_number(c.paper))}</td>"
         f"<td>{_e(c.printed_note)}</td></tr>"
         for c in result.computed.comparison)
-    table = ("<table><tr><th>quantity</th><th>ours</th><th>paper</th><th>note</th></tr>"
-             + rows + "</table>") if rows else ""
+    table = ("<table><tr><th>quantity</th><th>ours</th>"
+             + ("<th>over seeds</th>" if several else "")
+             + "<th>paper</th><th>note</th></tr>" + rows + "</table>") if rows else ""
     differences = "".join(f"<li>{_e(line)}</li>" for line in result.differences)
     folder = result.csv_path.parent.name
     return (f"<section id=\"{_e(result.name)}\"><h2>{_e(result.name)}: {_e(record.target)}</h2>"
@@ -102,7 +116,9 @@ def _section(result: ReproductionResult, record) -> str:
             f"{table}<p><b>What differs from the paper ({_e(result.scale)} scale):</b></p>"
             f"<ul>{differences}</ul>"
             f"<p>Files: <a href=\"{_e(folder)}/{_e(result.csv_path.name)}\">CSV</a>, "
-            f"<a href=\"{_e(folder)}/README.md\">README.md</a>; {result.seconds:.1f} s.</p>"
+            + (f"<a href=\"{_e(folder)}/{_e(result.seeds_csv_path.name)}\">every seed's "
+               "values</a>, " if result.seeds_csv_path is not None else "")
+            + f"<a href=\"{_e(folder)}/README.md\">README.md</a>; {result.seconds:.1f} s.</p>"
             "</section>")
 
 
