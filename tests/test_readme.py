@@ -87,3 +87,23 @@ def test_the_predictor_table_is_the_one_the_script_writes_from_the_committed_run
     shown = text.split(module.BEGIN, 1)[1].split(module.END, 1)[0]
     assert shown == "\n" + module.section(module.KEPT) + "\n"
     assert "| `nlc_rule` |" in shown and "Verdict: " in shown
+
+
+def test_the_reproductions_table_is_the_one_the_script_writes_from_the_committed_runs():
+    """README.md's table of reproductions is docs/write_reproductions.py's rendering of the
+    runs' verdicts kept in docs/reproductions/verdicts.csv, with the day and the command of
+    each; every command it names exists."""
+    import importlib.util
+
+    from nngauge.reproduce import names
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "write_reproductions.py"
+    spec = importlib.util.spec_from_file_location("write_reproductions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = README.read_text(encoding="utf-8")
+    shown = text.split(module.BEGIN, 1)[1].split(module.END, 1)[0]
+    assert shown == "\n" + module.section(module.KEPT, names()) + "\n"
+    listed = re.findall(r"^\| `([a-z0-9-]+)` \|", shown, flags=re.M)
+    assert len(listed) >= 40 and not set(listed) - set(names())
+    assert "nngauge reproduce nlc-figure2 --scale small --seed 0 --seeds 3" in shown

@@ -179,7 +179,7 @@ def test_table1_through_the_cli_prints_rows_a_and_e_as_the_paper(tmp_path):
     rounding) and the differences from the paper (CIFAR10)."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "nlc-table1", "--out", str(tmp_path),
-         "--seed", "1"], capture_output=True, text=True, timeout=300,
+         "--seed", "1", "--seeds", "1"], capture_output=True, text=True, timeout=300,
         env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "nlc-table1.csv").exists() and (tmp_path / "nlc-table1.png").exists()
@@ -208,7 +208,8 @@ def test_table1_through_the_cli_prints_rows_a_and_e_as_the_paper(tmp_path):
 def test_the_default_out_is_a_folder_per_command(tmp_path):
     """Without --out each command writes to reproduce/NAME, so that the README.md of one
     command is never overwritten by another's."""
-    out = subprocess.run([sys.executable, "-m", "nngauge", "reproduce", "nlc-table2"],
+    out = subprocess.run([sys.executable, "-m", "nngauge", "reproduce", "nlc-table2", "--seeds",
+                          "1"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     folder = tmp_path / "reproduce" / "nlc-table2"
@@ -639,7 +640,7 @@ def test_transitions_through_the_cli_match_the_api(transitions_result, tmp_path)
     for byte, the one written in-process under the same seed."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "raghu-transitions", "--out",
-         str(tmp_path), "--seed", "0"], capture_output=True, text=True, timeout=300,
+         str(tmp_path), "--seed", "0", "--seeds", "1"], capture_output=True, text=True, timeout=300,
         env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     assert "Differs from the paper" in out.stdout and "log-log slope" in out.stdout

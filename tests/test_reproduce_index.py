@@ -6,6 +6,7 @@ states the claim it checks and judges it.
 Two quick reproductions stand for all: ``--all`` differs only in the list of names (it takes
 minutes, every command being tested on its own elsewhere)."""
 
+import csv
 import os
 import re
 import subprocess
@@ -23,7 +24,7 @@ NAMES = ("nlc-table2", "raghu-transitions")
 def several(tmp_path_factory):
     out = tmp_path_factory.mktemp("several")
     done = subprocess.run([sys.executable, "-m", "nngauge", "reproduce", *NAMES, "--out",
-                           str(out), "--seed", "0"], capture_output=True, text=True,
+                           str(out), "--seed", "0", "--seeds", "2"], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "COLUMNS": "200"})
     return out, done
 
@@ -38,8 +39,9 @@ def test_every_reproduction_states_its_claim_and_judges_it():
 @pytest.mark.slow
 def test_several_names_write_a_folder_each_and_the_index(several):
     """The CLI runs each name into OUT/NAME (CSV, PNG, README.md with the claim and the
-    verdict) and prints one table of verdicts; the index page holds a section per name with
-    the claim, the verdict and its reason, the figure inlined, and links to the files."""
+    verdict, at two seeds: every seed's values) and prints one table of verdicts with each
+    seed's; the index page holds a section per name with the claim, the verdict and its
+    reason, the figure inlined, and links to the files; verdicts.csv the same verdicts."""
     out, done = several
     assert done.returncode == 0, done.stderr
     assert f"wrote {out / 'index.html'}" in done.stdout
@@ -47,16 +49,25 @@ def test_several_names_write_a_folder_each_and_the_index(several):
     for name in NAMES:
         folder = out / name
         assert {p.name for p in folder.iterdir()} == {f"{name}.csv", f"{name}.png",
-                                                       "README.md"}
+                                                       f"{name}_seeds.csv", "README.md"}
         readme = (folder / "README.md").read_text(encoding="utf-8")
-        verdict = re.search(r"\*\*Verdict: (\w+)\.\*\*", readme).group(1)
+        verdict = re.search(r"\*\*Verdict: ([a-z ]+?)(?: \(software check, not "
+                            r"evidence\))?\.\*\*", readme).group(1)
         assert verdict in VERDICTS and get(name).claim in readme
-        assert re.search(rf"{re.escape(name)}\s*│\s*{verdict}\s*│", done.stdout)
+        assert " of 2 seeds agree on " in readme
+        assert re.search(rf"{re.escape(name)}\s*│\s*{verdict}[^│]*│\s*0: ", done.stdout)
         section = page[page.index(f'<section id="{name}">'):]
         section = section[:section.index("</section>")]
-        assert f'class="verdict {verdict}"' in section
+        assert 'class="verdict ' + verdict.replace(" ", "-") + '"' in section
         assert "The paper's claim:" in section and 'src="data:image/png;base64,' in section
         assert f'href="{name}/{name}.csv"' in section and f'href="{name}/README.md"' in section
+    with open(out / "verdicts.csv", newline="", encoding="utf-8") as handle:
+        table = {row["name"]: row for row in csv.DictReader(handle)}
+    assert sorted(table) == sorted(NAMES)
+    for name in NAMES:
+        statuses = [part.split(" ", 1)[1] for part in table[name]["per_seed"].split("; ")]
+        assert table[name]["seeds"] == "2" and len(statuses) == 2
+        assert int(table[name]["agree"]) == statuses.count(table[name]["verdict"])
 
 
 @pytest.mark.slow

@@ -323,25 +323,45 @@ def test_regions_vs_bounds_judge_fails_when_a_count_exceeds_the_bound():
 
 
 def test_shrinkage_figure2_judge_fails_planted_violations():
-    """The bound holding and 1 - rho falling with depth and rising with 1 - a: reproduced; a
-    searched network past its bound, or a trend broken, differs."""
+    """The bound holding and 1 - rho falling with depth and rising with 1 - a: reproduced, its
+    reason naming the software checks (bound and theory) and the evidence (searched
+    networks); a searched network past its bound, or its trend broken, differs; the infinite-
+    width theory past the bound, or the bound's or the theory's trend broken, differs as a
+    software check (only a bug can do that)."""
     from nngauge.reproduce._shrinkage_figure2 import COLUMNS, DEPTH_PANEL, SLOPE_PANEL
     from nngauge.reproduce._shrinkage_figure2 import judge as shrinkage_judge
 
-    def rows(searched_at_depth=(0.5, 0.4, 0.3), slack=0.1):
-        """1 - rho per setting (searched = theory), theory_min below and the bounds
-        ``slack`` above it (a negative slack: the searched network beats its bound)."""
+    def rows(searched_at_depth=(0.5, 0.4, 0.3), slack=0.1, theory_slack=0.1,
+             bound_at_depth=None):
+        """1 - rho per setting (theory falling with depth, rising with 1 - a), theory_min
+        below it and the bound ``theory_slack`` above theory_min (``bound_at_depth``: panel
+        a's bounds instead); the searched networks at ``searched_at_depth`` in panel a (at
+        the theory in panel b) and their bounds ``slack`` above them (negative: the searched
+        network beats its bound)."""
         out = []
-        for panel, settings in ((DEPTH_PANEL, zip((2, 4, 8), searched_at_depth)),
-                                (SLOPE_PANEL, zip((0.6, 0.4, 0.2), (0.3, 0.4, 0.5)))):
-            for setting, searched in settings:
+        for panel, settings in ((DEPTH_PANEL, zip((2, 4, 8), (0.5, 0.4, 0.3),
+                                                  searched_at_depth)),
+                                (SLOPE_PANEL, zip((0.6, 0.4, 0.2), (0.3, 0.4, 0.5),
+                                                  (0.3, 0.4, 0.5)))):
+            for k, (setting, theory, searched) in enumerate(settings):
+                bound = theory - 0.05 + theory_slack
+                if panel == DEPTH_PANEL and bound_at_depth is not None:
+                    bound = bound_at_depth[k]
                 out.append(dict(panel=panel, depth=setting if panel == DEPTH_PANEL else 16,
                                 negative_slope=setting if panel == SLOPE_PANEL else 0.2,
-                                theory=searched, theory_min=searched - 0.05,
-                                bound=searched + 0.1, searched=searched,
+                                theory=theory, theory_min=theory - 0.05,
+                                bound=bound, searched=searched,
                                 bound_measured=searched + slack))
         return Computed(COLUMNS, tuple(tuple(r.get(c, 0.0) for c in COLUMNS) for r in out))
 
-    assert shrinkage_judge(rows()).status == "reproduced"
-    assert shrinkage_judge(rows(slack=-0.05)).status == "differs"
-    assert shrinkage_judge(rows(searched_at_depth=(0.3, 0.4, 0.5))).status == "differs"
+    ok = shrinkage_judge(rows())
+    assert ok.status == "reproduced" and not ok.software_check
+    assert "software checks" in ok.reason and "evidence" in ok.reason
+    for evidence in (rows(slack=-0.05), rows(searched_at_depth=(0.3, 0.4, 0.5))):
+        verdict = shrinkage_judge(evidence)
+        assert verdict.status == "differs" and not verdict.software_check
+    for software in (rows(theory_slack=-0.01), rows(bound_at_depth=(0.5, 0.6, 0.7))):
+        verdict = shrinkage_judge(software)
+        assert verdict.status == "differs" and verdict.software_check
+        assert "a bug in nngauge" in verdict.reason
+    assert shrinkage_judge(Computed(COLUMNS, ())).status == "differs"

@@ -29,7 +29,31 @@ def result(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(_predictors.SETTINGS["mlp"], "small", TEST_SCALE)
         out = tmp_path_factory.mktemp("predictors")
-        return REPRODUCTION.run(out, scale="small", generator=torch.Generator().manual_seed(0))
+        return REPRODUCTION.run(out, scale="small", generator=0)  # its default: 3 seeds
+
+
+@pytest.mark.slow
+def test_the_verdict_is_the_majority_of_three_seeds_with_each_rhos_spread(result):
+    """At its default three seeds (0, 1, 2) each seed's study is judged on its own; the verdict
+    is the majority's with how many agree, each printed rho has its spread over the seeds, and
+    predictors_seeds.csv holds every seed's verdict and values (issue 36)."""
+    assert REPRODUCTION.seeds == 3
+    assert [o.seed for o in result.per_seed] == [0, 1, 2]
+    statuses = [o.status for o in result.per_seed]
+    agree = statuses.count(result.verdict.status)
+    assert agree == max(statuses.count(s) for s in statuses)
+    assert result.verdict.reason.startswith(f"{agree} of 3 seeds agree on "
+                                            f"{result.verdict.status}: seed 0 {statuses[0]}")
+    rhos = [o.computed.compared("rho_nlc_rule").ours for o in result.per_seed]
+    finite = [r for r in rhos if not math.isnan(r)]
+    if len(finite) >= 2:
+        assert result.spread("rho_nlc_rule") == (min(finite), max(finite))
+    readme = result.readme_path.read_text(encoding="utf-8")
+    assert "--seed 0 --seeds 3" in readme and "| quantity | ours | over seeds |" in readme
+    with open(result.seeds_csv_path, newline="", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["key"] == "rho_nlc_rule"]
+    assert [(row["seed"], row["verdict"]) for row in rows] == [
+        (str(o.seed), o.status) for o in result.per_seed]
 
 
 @pytest.mark.slow

@@ -152,7 +152,7 @@ def test_figure1_through_the_cli(figure1, tmp_path):
     equals the direct arrangement count, and writes the same CSV as the in-process run."""
     out = subprocess.run(
         [sys.executable, "-m", "nngauge", "reproduce", "raghu-figure1", "--out",
-         str(tmp_path), "--seed", "0"], capture_output=True, text=True, timeout=300,
+         str(tmp_path), "--seed", "0", "--seeds", "1"], capture_output=True, text=True, timeout=300,
         env={**os.environ, "COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     assert "pane 1 equals the direct arrangement count" in out.stdout

@@ -130,6 +130,11 @@ def test_the_index_lists_each_seeds_verdict(three_seeds, tmp_path, monkeypatch):
     assert "<th>per seed</th>" in page
     assert "0 reproduced, 1 differs, 2 reproduced" in page
     assert "<th>over seeds</th>" in page and "planted-seeds_seeds.csv" in page
+    with open(three_seeds.csv_path.parent / "verdicts.csv", newline="", encoding="utf-8") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["name"], row["verdict"], row["per_seed"], row["agree"], row["seeds"]) == (
+        "planted-seeds", "reproduced", "0 reproduced; 1 differs; 2 reproduced", "2", "3")
+    assert row["command"] == "nngauge reproduce planted-seeds --scale small --seed 0 --seeds 3"
 
 
 def test_the_cli_takes_seeds_and_prints_the_spread(tmp_path, monkeypatch):
@@ -146,3 +151,59 @@ def test_the_cli_takes_seeds_and_prints_the_spread(tmp_path, monkeypatch):
     assert (tmp_path / "planted-seeds_seeds.csv").exists()
     refused = CliRunner().invoke(app, ["reproduce", PLANTED.name, "--seeds", "0"])
     assert refused.exit_code == 2
+
+
+STATISTICAL_EXCEPTIONS = {
+    "shrinkage-critical": "closed forms against quadrature: draws nothing at random",
+    "conditioning-mu-table": "closed forms against quadrature: draws nothing at random",
+    "fantastic": "judges each claim at three seeds inside its own run (55 min a seed)",
+}
+
+
+def test_every_reproduction_that_draws_at_random_runs_three_seeds_by_default():
+    """Three seeds by default for every statistical reproduction; the exceptions are named
+    with their reason, and section 4's and the NLC figures' commands are among the three-seed
+    ones (issue 36's acceptance)."""
+    for name, record in REPRODUCTIONS.items():
+        assert record.seeds == (1 if name in STATISTICAL_EXCEPTIONS else 3), name
+    for name in ("nlc-figure2", "nlc-figure3", "nlc-figure9", "nlc-figure10", "predictors"):
+        assert REPRODUCTIONS[name].seeds == 3
+
+
+TINY_STUDY = ({
+    "data": {"source": "waveform", "n": 200, "split": [0.6, 0.2, 0.2]},
+    "architectures": {"sample": 10, "overrides": {"width": 8}},
+    "measures": {"names": ["nlc"], "batch_size": 50},
+    "training": {"lrs": [0.1], "batch_size": 30, "max_epochs": 1,
+                 "measure_after": ["nlc", "error_preserving_perturbation"]},
+}, 2)
+
+
+@pytest.mark.slow
+def test_the_nlc_figures_agree_over_three_seeds_of_one_study_each(tmp_path, monkeypatch):
+    """nlc-figure2, 3, 9 and 10 at their default three seeds on a tiny study (10 sampled
+    architectures, one epoch): each figure judged at seeds 0, 1 and 2, the verdict the
+    majority's with how many agree, and each seed's study run once for the four figures."""
+    from nngauge.reproduce import _nlc_study
+
+    calls = []
+    real = _nlc_study.study_points
+    monkeypatch.setitem(_nlc_study.SETTINGS, "small", TINY_STUDY)
+    monkeypatch.setattr(_nlc_study, "study_points",
+                        lambda *args: calls.append(args[-1]) or real(*args))
+    _nlc_study.run.cache_clear()
+    try:
+        for name in ("nlc-figure2", "nlc-figure3", "nlc-figure9", "nlc-figure10"):
+            result = REPRODUCTIONS[name].run(tmp_path / name, generator=0)
+            statuses = [o.status for o in result.per_seed]
+            assert [o.seed for o in result.per_seed] == [0, 1, 2], name
+            agree = statuses.count(result.verdict.status)
+            assert agree == max(map(statuses.count, statuses)), name
+            assert result.verdict.reason.startswith(
+                f"{agree} of 3 seeds agree on {result.verdict.status}: seed 0 {statuses[0]}, "
+                f"seed 1 {statuses[1]}, seed 2 {statuses[2]}"), name
+            assert "--seeds 3" in result.readme_path.read_text(encoding="utf-8")
+            assert result.seeds_csv_path.exists()
+    finally:
+        _nlc_study.run.cache_clear()
+    assert len(calls) == len(set(calls)) == 3  # one study per seed, shared by the figures

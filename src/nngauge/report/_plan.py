@@ -44,6 +44,7 @@ from typing import Any, Sequence
 
 import torch
 
+from nngauge._internal.threads import one_thread
 from nngauge.errors import BudgetExceededError, invalid
 
 SHARES = {"nlc": 0.2, "correlations": 0.1, "jacobian": 0.2, "trajectory": 0.15,
@@ -240,12 +241,8 @@ def check_affordable(adapter, raw: torch.Tensor, settings: Any, keys: Sequence[s
     Raises:
         BudgetExceededError: the estimate and the budget that would run it.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         pass_seconds = min(_timed_pass(adapter, raw[:2], ())[0] for _ in range(2))
-    finally:
-        torch.set_num_threads(threads)
     per_sample = pass_seconds / 2
     least = least_seconds(settings, Cost(per_sample, 0, per_sample), keys, n_data=len(raw),
                           n_jacobian=MIN_JACOBIAN_POSITIONS, labelled=labelled, coupled=False)

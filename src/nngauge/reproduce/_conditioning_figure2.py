@@ -188,7 +188,8 @@ def judge(computed: Computed) -> Verdict:
     """Figures 2 and 6, fact 1 and Lemma 2.1, as the tests assert: NormReLU's closed forms
     match quadrature (1e-6); its norm transfer passes through (1, 1), non-decreasing and concave
     on [0, 4]; its bias is non-negative, 0 at q = 1 and convex on [0, 4] (reproduced) or only on
-[0.7, 4] (qualitatively: both are reported); its dual map fixes 1
+    [0.7, 4] (qualitatively: both ranges are judged and printed; fact 1's range was lost from
+    the text, so 0.7, chosen after a first look, cannot give "reproduced"); its dual map fixes 1
     and increases and stays within 0.05 of SELU's; normalizing the activation changes no
     output under batchnorm or post-activation layernorm (< 1e-10) but does under pre-activation
     layernorm (> 1e-3)."""
@@ -268,4 +269,5 @@ REPRODUCTION = Reproduction(
            "after the activation, normalizing the activation leaves the output unchanged "
            "(Lemma 2.1)."),
     judge=judge,
+    seeds=3,
 )

@@ -6,19 +6,34 @@ reproduction, the paper and figure, the paper's claim, our verdict (reproduced /
 qualitatively / differs / paper error; "software check, not evidence" where only a bug could
 fail it) with its reason and, at several seeds, each seed's verdict and how many agree, the
 figure, our numbers beside the paper's (with their spread over the seeds) and what differs.
+``DIR/verdicts.csv`` holds the same verdicts as a table (``docs/write_reproductions.py`` writes
+the README's table of reproductions from it).
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import html
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from nngauge._vocabulary import renamed
-from nngauge.reproduce._base import ReproductionResult, Scale, format_number, format_spread
+from nngauge.reproduce._base import (
+    ReproductionResult,
+    Scale,
+    format_number,
+    format_spread,
+    write_csv,
+)
 
 INDEX_NAME = "index.html"
+VERDICTS_NAME = "verdicts.csv"
+VERDICT_COLUMNS = ("name", "target", "verdict", "software_check", "per_seed", "agree", "seeds",
+                   "scale", "seconds", "command", "date")
+"""``verdicts.csv``: one row per reproduction: its verdict, each seed's status
+(``"0 reproduced; 1 differs"``), how many seeds agree with the verdict, the seed count, the
+scale, the wall time, the command that reruns it and the day it ran."""
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
@@ -56,7 +71,8 @@ def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
 
 
 def write_index(results: Sequence[ReproductionResult], out_dir: str | Path) -> Path:
-    """Write ``out_dir/index.html`` for ``results`` and return its path."""
+    """Write ``out_dir/index.html`` and ``out_dir/verdicts.csv`` (:data:`VERDICT_COLUMNS`)
+    for ``results``; returns the page's path."""
     from nngauge.reproduce import get
 
     path = Path(out_dir) / INDEX_NAME
@@ -75,7 +91,22 @@ def write_index(results: Sequence[ReproductionResult], out_dir: str | Path) -> P
             "<title>nngauge reproduce</title><style>" + _STYLE + "</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
     path.write_text(page, encoding="utf-8")
+    write_csv(path.parent / VERDICTS_NAME, VERDICT_COLUMNS,
+              [_verdict_row(result, record) for result, record in pairs])
     return path
+
+
+def _verdict_row(result: ReproductionResult, record) -> tuple:
+    verdict = result.verdict
+    status = "unjudged" if verdict is None else verdict.status
+    first = result.per_seed[0].seed if result.per_seed else None
+    command = f"nngauge reproduce {result.name} --scale {result.scale}" + (
+        "" if first is None else f" --seed {first} --seeds {len(result.per_seed)}")
+    return (result.name, record.target, status, bool(verdict and verdict.software_check),
+            "; ".join(f"{o.seed} {o.status}" for o in result.per_seed),
+            sum(o.status == status for o in result.per_seed), len(result.per_seed),
+            result.scale, round(result.seconds, 1), command,
+            datetime.date.today().isoformat())
 
 
 def _contents(pairs) -> str:

@@ -32,7 +32,7 @@ from nngauge._citations import cite
 from nngauge._random import seed_of
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 from nngauge.reproduce._neyshabur_figure2 import EPSILON, KESKAR_ALPHA, kl_at
-from nngauge.reproduce._neyshabur_random_labels import train_to_fit
+from nngauge.reproduce._neyshabur_random_labels import error_rate, fit_mlp
 from nngauge.reproduce._nlc_study import panel_verdict
 
 MEASURES = ("l2", "l1_path", "l2_path", "spectral")
@@ -70,7 +70,6 @@ SETTINGS = {
 def compute(scale: str, generator: torch.Generator) -> Computed:
     from nngauge import capacity, pac_bayes, sharpness
     from nngauge.data import confusion_set, digits, split, standardize
-    from nngauge.nn import mlp
 
     settings = SETTINGS[scale]
     pool, test = split(digits(), (1 - 197 / 1797, 197 / 1797), generator=seed_of(generator))
@@ -82,9 +81,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
         sets = confusion_set(pool_std.inputs, pool_std.labels, n_train=settings.n_train,
                              n_confusion=n_confusion, n_classes=10,
                              generator=torch.Generator().manual_seed(split_seed))
-        net = mlp(64, settings.width, settings.depth, 10, activation="relu", init="gaussian",
-                  sigma_w=math.sqrt(2.0), generator=generator)
-        fitted = train_to_fit(net, sets.inputs, sets.labels, lr=settings.lr,
+        net, fitted = fit_mlp(sets.inputs, sets.labels, width=settings.width,
+                              depth=settings.depth, lr=settings.lr,
                               loss_target=settings.loss_target, max_epochs=settings.max_epochs,
                               generator=generator)
         train = (sets.train_inputs, sets.train_labels)
@@ -95,10 +93,8 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
                           noise="relative", generator=generator)
         at_eps = kl_at(np.array([p.expected_sharpness for p in curve.points]),
                        np.array([p.kl for p in curve.points]), EPSILON)
-        with torch.no_grad():
-            train_error = float((net(train[0]).argmax(1) != train[1]).double().mean())
-            test_error = float((net(test_std.inputs).argmax(1) != test_std.labels)
-                               .double().mean())
+        train_error = error_rate(net, *train)
+        test_error = error_rate(net, test_std.inputs, test_std.labels)
         rows.append((n_confusion, train_error, fitted.train_error, test_error, measures.margin,
                      *(measures[name].log10_plain for name in MEASURES), keskar.sharpness,
                      at_eps, fitted.epochs))
@@ -224,4 +220,5 @@ REPRODUCTION = Reproduction(
            "and their norms and their KL at a fixed expected sharpness rise with the test "
            "error, while sharpness alone behaves poorly (section 3, figure 3)."),
     judge=judge,
+    seeds=3,
 )

@@ -14,7 +14,8 @@ From the NLC study on waveform-noise (:mod:`nngauge.reproduce._nlc_study`, share
   over the path within 5% of the error at the data; median over random directions).
 
 Panels D (training error without early stopping over 60 rates) and F (the study retrained with
-Adam) are not rebuilt (see ``differences``).
+Adam) are rebuilt by ``nlc-figure3-df`` (:mod:`nngauge.reproduce._nlc_figure3_df`): a
+retraining and a second study beside this one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from nngauge._citations import cite
 from nngauge._random import seed_of
 from nngauge.reproduce import _nlc_study
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
-from nngauge.reproduce._nlc_study import panel_verdict, positive
+from nngauge.reproduce._nlc_study import GROUPS, panel_verdict, positive
 
 COLUMNS = ("arch_index", "architecture", "skip", "high_bias", "output_bias", "nlc",
            "nlc_after", "output_bias_after", "error_preserving_perturbation", "test_error")
@@ -156,11 +157,7 @@ def plot(computed: Computed, figure) -> None:
          "error-preserving perturbation (k)"),
     )
     for ax, (panel, x, y, xlabel, ylabel) in zip(axes, panels):
-        for label, color, chosen in (("high output bias", "tab:red", lambda r: r["high_bias"]),
-                                     ("skip connections", "tab:blue",
-                                      lambda r: r["skip"] and not r["high_bias"]),
-                                     ("others", "black",
-                                      lambda r: not r["skip"] and not r["high_bias"])):
+        for label, color, chosen in GROUPS:
             group = [r for r in records if chosen(r) and positive(r[y])]
             ax.scatter([r[x] for r in group], [r[y] for r in group], s=12, color=color,
                        label=label)
@@ -193,8 +190,8 @@ REPRODUCTION = Reproduction(
                 "holds at most one batch (the paper's 10 batches of 250 from 1000 points) and "
                 "10 random directions",
                 "panel D (training error of 50 architectures retrained without early stopping "
-                "over 60 rates from 1e-16) and panel F (the study retrained with Adam) are not "
-                "rebuilt: a second and a third study of the same size")
+                "over 60 rates from 1e-16) and panel F (the study retrained with Adam) are "
+                "`nngauge reproduce nlc-figure3-df`")
         for scale in ("small", "paper")},
     small_runtime="~75 s",
     compute=compute,
@@ -204,4 +201,5 @@ REPRODUCTION = Reproduction(
            "(B); the NLC after training predicts test error less well than before (C); "
            "high-NLC architectures lose accuracy under tiny input perturbations (E)."),
     judge=judge,
+    seeds=3,
 )

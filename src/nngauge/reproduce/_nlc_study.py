@@ -1,5 +1,6 @@
 """The NLC paper's architecture study on waveform-noise (appendix E.2), shared by
-``nlc-figure2``, ``nlc-figure3``, ``nlc-figure9`` and ``nlc-figure10``.
+``nlc-figure2``, ``nlc-figure3``, ``nlc-figure4``, ``nlc-figure9`` and ``nlc-figure10`` (and
+retrained with Adam by ``nlc-figure3-df``, :func:`study_points`).
 
 A study (:mod:`nngauge.studies`) on waveform-noise: architectures drawn by the paper's sampler
 (:func:`nngauge.nn.sample_architecture`, appendix C), each measured at initialization (NLC and
@@ -20,7 +21,7 @@ from typing import Optional
 import functools
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nngauge._numbers import is_finite as finite  # the figure modules import it from here
@@ -79,31 +80,44 @@ class StudyPoints:
             after training, correlations with test error).
         names: architecture index -> a short description (:func:`describe`).
         undefined: sampled architectures with a constant output at initialization (left out).
+        configs: architecture index -> its :class:`~nngauge.nn.MLPConfig` as a dict (depth,
+            width, activation, ...).
     """
 
     summary: object
     names: dict
     undefined: int
+    configs: dict = field(default_factory=dict)
 
     def points(self) -> list[dict]:
         """Copies of the summary's points, each with its ``architecture`` name."""
         return [{**p, "architecture": self.names[p["arch_index"]]} for p in self.summary.points]
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
 def run(scale: str, seed: int) -> StudyPoints:
-    """Run the study at ``scale`` with study seed ``seed`` (once per process)."""
+    """Run the study at ``scale`` with study seed ``seed`` (once per process: the 3 seeds of a
+    statistical reproduction stay cached for the next command of the study)."""
+    raw, workers = SETTINGS[scale]
+    return study_points(f"nlc-study-{scale}", raw, workers, seed)
+
+
+def study_points(name: str, raw: dict, workers: int, seed: int) -> StudyPoints:
+    """Run the study spec ``raw`` (without name and seed) named ``name`` with study seed
+    ``seed`` on ``workers`` processes (0: every CPU) in a temporary database. A spec that
+    differs from :data:`SETTINGS`' only in its training (e.g. Adam) trains the same
+    architectures from the same initializations (both derive from the seed and the data)."""
     from nngauge.studies import parse_spec, summarize
 
-    raw, workers = SETTINGS[scale]
-    spec = parse_spec({"name": f"nlc-study-{scale}", "seed": seed, **raw})
+    spec = parse_spec({"name": name, "seed": seed, **raw})
     with tempfile.TemporaryDirectory(prefix="nlc-study-") as folder:
         url = f"sqlite:///{Path(folder) / 'study.db'}"
         result = run_reproduction_study(spec, url, workers)
         undefined = undefined_at_initialization(result.failed)
         summary = summarize(url)
-        names = _architecture_names(url, spec.study_id)
-    return StudyPoints(summary, names, undefined)
+        configs = _architecture_configs(url, spec.study_id)
+    names = {index: describe(config) for index, config in configs.items()}
+    return StudyPoints(summary, names, undefined, configs)
 
 
 def undefined_at_initialization(failed: dict[str, str]) -> int:
@@ -124,6 +138,12 @@ def undefined_at_initialization(failed: dict[str, str]) -> int:
 
 
 def _architecture_names(url: str, study_id: str) -> dict[int, str]:
+    """Architecture index -> :func:`describe` of its config, from a study's database."""
+    return {index: describe(config)
+            for index, config in _architecture_configs(url, study_id).items()}
+
+
+def _architecture_configs(url: str, study_id: str) -> dict[int, dict]:
     from sqlalchemy import select
 
     from nngauge.studies._db import architectures, open_db
@@ -135,7 +155,7 @@ def _architecture_names(url: str, study_id: str) -> dict[int, str]:
                                  .where(architectures.c.study_id == study_id)).all()
     finally:
         engine.dispose()
-    return {index: describe(json.loads(config)) for index, config in found}
+    return {index: json.loads(config) for index, config in found}
 
 
 def describe(config: dict) -> str:
@@ -158,22 +178,33 @@ def describe(config: dict) -> str:
     return ", ".join(parts)
 
 
+GROUPS = (("high output bias", "tab:red", lambda r: r["high_bias"]),
+          ("skip connections", "tab:blue", lambda r: r["skip"] and not r["high_bias"]),
+          ("others", "black", lambda r: not r["skip"] and not r["high_bias"]))
+"""The figures' colours (figure 2's caption): (label, colour, whether a record with
+``high_bias`` and ``skip`` belongs), red taking precedence over blue."""
+
+
 def positive(value) -> bool:
     """A finite number > 0 (plottable on a log axis)."""
     return finite(value) and value > 0
 
 
-def panel_verdict(checks: dict[str, tuple[Optional[bool], str]]) -> Verdict:
+def panel_verdict(checks: dict[str, tuple[Optional[bool], str]], *,
+                  strict: bool = False) -> Verdict:
     """A figure of several panels judged panel by panel: ``checks`` maps each claim to (it
     holds, or None when the data cannot speak to it (e.g. no high-bias architecture was
     sampled): "not tested"; the deciding numbers). Every claim tested and holding:
     reproduced; every tested claim holding but some not tested, or at least two holding:
-    qualitatively; fewer: differs. The reason names each claim, holding, failing or not
-    tested, with its numbers: a claim without data never passes."""
+    qualitatively; fewer: differs. With ``strict``, any failing claim gives differs (claims
+    that stand or fall together, e.g. section 6's confounders). The reason names each claim,
+    holding, failing or not tested, with its numbers: a claim without data never passes."""
     held = [panel for panel, (ok, _) in checks.items() if ok]
     failed = [panel for panel, (ok, _) in checks.items() if ok is False]
     words = {True: "holds", False: "fails", None: "not tested"}
     reason = "; ".join(f"{panel} {words[ok]}: {why}" for panel, (ok, why) in checks.items()) + "."
     if len(held) == len(checks):
         return Verdict("reproduced", reason)
+    if strict and failed:
+        return Verdict("differs", reason)
     return Verdict("qualitatively" if not failed or len(held) >= 2 else "differs", reason)

@@ -233,4 +233,5 @@ REPRODUCTION = Reproduction(
     plot=plot,
     claim=CLAIM,
     judge=judge,
+    seeds=3,
 )

@@ -35,4 +35,5 @@ REPRODUCTION = Reproduction(
     plot=plot,
     claim=CLAIM,
     judge=judge,
+    seeds=3,
 )

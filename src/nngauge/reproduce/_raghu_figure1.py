@@ -22,7 +22,14 @@ layers, the edges and vertices of the whole partition, and two independent check
 - ``upper_bound``: the most regions k layers of that width can make in R^2
   (:func:`nngauge.theory.max_regions_upper_bound`, Serra et al. ICML 2018 Theorem 1; for one
   layer of m units 1 + m + C(m, 2): Raghu et al.'s Theorem 5, Zaslavsky's count of m lines in
-  the plane, 11 for four).
+  the plane, 11 for four);
+- ``bent_units``: the units of layer k whose boundary in the square is not one straight line
+  (the endpoints of its edges not collinear): none in layer 1 (straight lines), and the
+  figure's bending ("the green lines 'bend' at the boundaries") in deeper layers.
+
+The claim is judged on the networks: the mean number of regions rises pane after pane, pane 1
+is exactly the arrangement of its straight lines in every network, and in more than half of
+the networks some unit of each deeper layer bends.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from nngauge._citations import cite
 from nngauge.reproduce._base import Comparison, Computed, Reproduction, Verdict
 
 COLUMNS = ("width", "hidden_layers", "seed", "pane", "regions", "edges", "vertices",
-           "arrangement_regions", "upper_bound")
+           "arrangement_regions", "upper_bound", "bent_units")
 WIDTH = 4
 HIDDEN = 3
 LARGER = ((8, 3), (16, 3), (8, 6))
@@ -47,6 +54,9 @@ HALF_SIDE = 0.5
 """The square is [-0.5, 0.5]^2: the unit square (side 1), centred on the origin."""
 SIGMA_W2 = 2.0
 BIAS_STD = 0.3
+MIN_BENDING_FRACTION = 0.5
+"""Figure 1's bending is judged seen when more than this fraction of the networks has a unit of
+the layer whose boundary in the square is not one straight line."""
 
 
 @dataclass(frozen=True)
@@ -79,15 +89,26 @@ def unit_square_plane():
 def arrangement_regions(weight: np.ndarray, bias: np.ndarray, half_side: float) -> int:
     """Regions that the lines w_i . x + b_i = 0 cut the square [-h, h]^2 into: 1 + the lines
     crossing the open square + their pairwise crossings inside it (lines in general
-    position: no three through one point, none parallel)."""
+    position: no three through one point; lines of exactly parallel normals, such as a hard
+    tanh unit's w . x + b = +-1, never cross)."""
     corners = np.array(list(itertools.product((-half_side, half_side), repeat=2)))
     values = corners @ weight.T + bias  # (4 corners, lines)
     crossing = (values.min(0) < 0) & (values.max(0) > 0)
     count = 1 + int(crossing.sum())
     for i, j in itertools.combinations(np.flatnonzero(crossing), 2):
+        if parallel(weight[[i, j]]):
+            continue
         point = np.linalg.solve(weight[[i, j]], -bias[[i, j]])
         count += int(np.all(np.abs(point) < half_side))
     return count
+
+
+def parallel(normals: np.ndarray) -> bool:
+    """Whether the m normals (m, m) of m hyperplanes of R^m are linearly dependent to rounding
+    (|det| at most 1e-12 of the product of their norms): then the hyperplanes never meet in one
+    point."""
+    return bool(abs(np.linalg.det(normals))
+                <= 1e-12 * np.prod(np.linalg.norm(normals, axis=1)))
 
 
 def _count(net, width: int, hidden: int, seed: int) -> tuple[list[tuple], object]:
@@ -102,9 +123,27 @@ def _count(net, width: int, hidden: int, seed: int) -> tuple[list[tuple], object
     lines = arrangement_regions(first_layer.weight.detach().numpy(),
                                 first_layer.bias.detach().numpy(), HALF_SIDE)
     rows = [(width, hidden, seed, k, count, result.n_edges, result.n_vertices,
-             lines if k == 1 else None, max_regions_upper_bound(2, [width] * k).bound)
+             lines if k == 1 else None, max_regions_upper_bound(2, [width] * k).bound,
+             bent_units(result, k))
             for k, count in enumerate(result.per_depth, start=1)]
     return rows, result
+
+
+def bent_units(result, depth: int, tol: float = 1e-9) -> int:
+    """Units of site ``depth`` (1-based) whose boundary edges in the partition are not all on
+    one line (the smallest singular value of their centred endpoints above ``tol`` times
+    1 + the largest coordinate)."""
+    ends: dict = {}
+    for vertices, site, unit in zip(result.edge_vertices, result.edge_depths,
+                                    result.edge_units):
+        if site == depth:
+            ends.setdefault(int(unit), []).append(result.vertices[vertices])
+    bent = 0
+    for segments in ends.values():
+        points = np.concatenate(segments)
+        spread = np.linalg.svd(points - points.mean(0), compute_uv=False)[-1]
+        bent += bool(spread > tol * (1 + np.abs(points).max()))
+    return bent
 
 
 def compute(scale: str, generator: torch.Generator) -> Computed:
@@ -134,6 +173,11 @@ def compute(scale: str, generator: torch.Generator) -> Computed:
     comparison.append(Comparison("pane 1 equals the direct arrangement count (fraction)",
                                  float(np.mean(agree)), 1.0, "lines in general position",
                                  key="pane1_is_arrangement"))
+    for k, fraction in bending(rows).items():
+        comparison.append(Comparison(
+            f"layer {k}: networks with a unit whose boundary bends (fraction)", fraction,
+            None, "figure 1: straight lines in layer 1 (0), lines bending at the boundaries "
+            "below in deeper layers", key=f"layer{k}_bending"))
     for (width, hidden), result in zip(LARGER, larger):
         comparison.append(Comparison(
             f"2-{'-'.join([str(width)] * hidden)}: regions of the whole network",
@@ -167,14 +211,39 @@ def plot(computed: Computed, figure) -> None:
                      fontsize=9)
 
 
+def bending(rows) -> dict[int, float]:
+    """Layer k -> the fraction of the figure's networks (width 4, 3 hidden layers) with a unit
+    of layer k whose boundary bends."""
+    records = [dict(zip(COLUMNS, row)) for row in rows]
+    chosen = [r for r in records if (r["width"], r["hidden_layers"]) == (WIDTH, HIDDEN)]
+    return {k: float(np.mean([r["bent_units"] > 0 for r in chosen if r["pane"] == k]))
+            for k in sorted({r["pane"] for r in chosen})}
+
+
 def judge(computed: Computed) -> Verdict:
-    """Figure 1: every hidden layer subdivides the regions of the layers below (more regions
-    pane after pane); the first layer's lines form a plain arrangement."""
-    means = [computed.compared(f"pane{k}_mean_regions").ours for k in range(1, HIDDEN + 1)]
-    arrangement = computed.compared("pane1_is_arrangement").ours
+    """Figure 1, on the figure's networks: every hidden layer subdivides the regions of the
+    layers below (the mean regions rise pane after pane); the first layer's boundaries are
+    straight lines forming a plain arrangement (in every network); and each deeper layer's
+    boundaries bend (a bending unit in more than half of the networks). All: reproduced;
+    otherwise differs."""
+    records = computed.records()
+    panes = sorted({r["pane"] for r in records if (r["width"], r["hidden_layers"]) ==
+                    (WIDTH, HIDDEN)})
+    means = [float(np.mean([r["regions"] for r in records if (r["width"], r["hidden_layers"],
+                                                                  r["pane"]) ==
+                            (WIDTH, HIDDEN, k)])) for k in panes]
+    first = [r for r in records if (r["width"], r["hidden_layers"], r["pane"]) ==
+             (WIDTH, HIDDEN, 1)]
+    arrangement = float(np.mean([r["regions"] == r["arrangement_regions"] for r in first]))
+    bends = bending(computed.rows)
+    straight = bends[1] == 0.0
+    bent = all(bends[k] > MIN_BENDING_FRACTION for k in panes[1:])
     summary = (f"mean regions per pane {', '.join(f'{m:.3g}' for m in means)}; pane 1 equals "
-               f"the arrangement of its lines in {arrangement:.0%} of networks")
-    if all(b > a for a, b in zip(means, means[1:])) and arrangement == 1.0:
+               f"the arrangement of its lines in {arrangement:.0%} of networks; a unit's "
+               "boundary bends in " + ", ".join(f"{bends[k]:.0%}" for k in panes)
+               + f" of networks at layers {', '.join(str(k) for k in panes)}")
+    if (all(b > a for a, b in zip(means, means[1:])) and arrangement == 1.0 and straight
+            and bent):
         return Verdict("reproduced", summary + " (the figure prints no numbers).")
     return Verdict("differs", summary + ".")
 
@@ -207,4 +276,5 @@ REPRODUCTION = Reproduction(
     claim=("A ReLU network's layers subdivide input space into convex polytopes, each layer's "
            "boundaries bending at those of the layers below (figure 1)."),
     judge=judge,
+    seeds=3,
 )

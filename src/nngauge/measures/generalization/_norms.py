@@ -76,8 +76,10 @@ def path_norm(model: nn.Module, p: float = 2, *, bias: bool = True,
     ||w||_{path,p} = (sum over input-output paths of prod over the path's edges |w_e|^p)^(1/p)
     (Neyshabur, Bhojanapalli, McAllester and Srebro, "Exploring Generalization in Deep
     Learning", NIPS 2017, section 2.2; Neyshabur, Tomioka and Srebro, "Norm-Based Capacity
-    Control in Neural Networks", COLT 2015). For a chain it equals the minimum over node
-    rescalings of prod_i ||W_i||_{p,inf} (p >= 1), and it is invariant to node rescaling. Any
+    Control in Neural Networks", COLT 2015). It is invariant to node rescaling; for a chain
+    with one output it equals the minimum over node rescalings of prod_i ||W_i||_{p,inf}
+    (p >= 1), the paper's statement, while with several outputs that minimum is the largest
+    one-output path norm, not this norm (``nngauge reproduce neyshabur-capacities``). Any
     graph of Linear / Conv layers, positively homogeneous activations, average pooling, eval
     batchnorm, residual additions and reshapes is measured, by one forward pass of the graph
     with every linear map replaced by its entrywise |.|^p version, identity activations and an
