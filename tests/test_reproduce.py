@@ -653,7 +653,7 @@ def test_transitions_through_the_cli_match_the_api(transitions_result, tmp_path)
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture, status, because", [
     ("table2", "reproduced", "largest relative difference"),
-    ("shrinkage", "reproduced", "bound holds in 10 settings"),
+    ("shrinkage", "reproduced", "under eq. 4.1's bound in 10 settings"),
     ("figure2", "reproduced", "95% bootstrap interval"),
     ("random_labels_result", "reproduced", "for 4 of 4 measures"),
     # issue 20: Raghu et al.'s Theorem 3 as printed is not a lower bound

@@ -1,5 +1,5 @@
 """Shared by ``conditioning-figures3-5`` and ``conditioning-figures7-8``: training the
-deep-conditioning paper's networks on a digits proxy, choosing the learning rate on validation
+conditioning paper's networks on a digits proxy, choosing the learning rate on validation
 digits, and the statistics their claims are judged by.
 
 Agarwal, Awasthi & Kale, "A Deep Conditioning Treatment of Neural Networks" (ALT 2021), section
