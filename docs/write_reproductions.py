@@ -41,7 +41,9 @@ def section(folder: Path, all_names: list[str]) -> str:
              f"machine in {seconds / 60:.0f} min at the small scale: "
              + ", ".join(f"{n} {status}" for status, n in counts.items())
              + " (the table: [docs/reproductions/verdicts.csv](docs/reproductions/verdicts.csv)"
-             ").", "",
+             "). Each time is the command's own at its seeds: a command reusing the studies an "
+             "earlier one of the run computed (the NLC figures after `nlc-figure2`) shows only "
+             "its own work.", "",
              "| command | the paper's item | verdict | per seed (agree) | time | rerun |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -51,7 +53,7 @@ def section(folder: Path, all_names: list[str]) -> str:
                      f"`{r['command']}` |")
     left_out = [name for name in all_names if name not in {r["name"] for r in rows}]
     if left_out:
-        lines += ["", "Not in this run (their own sections below, or hours at three seeds): "
+        lines += ["", "Not in this run (their own sections of this README; hours at three seeds): "
                   + ", ".join(f"`{name}`" for name in left_out) + "."]
     return "\n".join(lines)
 
