@@ -37,7 +37,7 @@ def test_the_verdict_is_the_majority_of_three_seeds_with_each_rhos_spread(result
     """At its default three seeds (0, 1, 2) each seed's study is judged on its own; the verdict
     is the majority's with how many agree, each printed rho has its spread over the seeds, and
     predictors_seeds.csv holds every seed's verdict and values (issue 36)."""
-    assert REPRODUCTION.seeds == 3
+    assert REPRODUCTION.n_seeds == 3
     assert [o.seed for o in result.per_seed] == [0, 1, 2]
     statuses = [o.status for o in result.per_seed]
     agree = statuses.count(result.verdict.status)

@@ -42,7 +42,7 @@ PLANTED = Reproduction(
     name="planted-seeds", paper="nobody", target="Figure 0", description="a planted draw",
     differences={"small": ("planted",), "paper": ("planted",)}, small_runtime="~1 s",
     compute=_compute, plot=_plot, claim="The value is positive at every seed.", judge=_judge,
-    seeds=3)
+    n_seeds=3)
 
 
 def _outcome(seed, status, software=False, ours=1.0):
@@ -106,7 +106,7 @@ def test_a_statistical_reproduction_runs_its_default_seeds_and_states_the_majori
 
 
 def test_one_seed_and_a_callers_generator_run_once(tmp_path):
-    once = PLANTED.run(tmp_path / "one", generator=1, seeds=1)
+    once = PLANTED.run(tmp_path / "one", generator=1, n_seeds=1)
     assert once.verdict.status == "differs" and once.seeds_csv_path is None
     assert "over seeds" not in once.readme_path.read_text(encoding="utf-8")
     seeded = PLANTED.run(tmp_path / "gen", generator=torch.Generator().manual_seed(0))
@@ -116,12 +116,12 @@ def test_one_seed_and_a_callers_generator_run_once(tmp_path):
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
 def test_a_bad_seed_count_is_refused(tmp_path, bad):
     with pytest.raises(InvalidInputError, match="seeds"):
-        PLANTED.run(tmp_path, seeds=bad)
+        PLANTED.run(tmp_path, n_seeds=bad)
 
 
 def test_several_seeds_need_an_int_seed(tmp_path):
     with pytest.raises(InvalidInputError, match="torch.Generator"):
-        PLANTED.run(tmp_path, generator=torch.Generator().manual_seed(0), seeds=3)
+        PLANTED.run(tmp_path, generator=torch.Generator().manual_seed(0), n_seeds=3)
 
 
 def test_the_index_lists_each_seeds_verdict(three_seeds, tmp_path, monkeypatch):
@@ -165,9 +165,9 @@ def test_every_reproduction_that_draws_at_random_runs_three_seeds_by_default():
     with their reason, and section 4's and the NLC figures' commands are among the three-seed
     ones (issue 36's acceptance)."""
     for name, record in REPRODUCTIONS.items():
-        assert record.seeds == (1 if name in STATISTICAL_EXCEPTIONS else 3), name
+        assert record.n_seeds == (1 if name in STATISTICAL_EXCEPTIONS else 3), name
     for name in ("nlc-figure2", "nlc-figure3", "nlc-figure9", "nlc-figure10", "predictors"):
-        assert REPRODUCTIONS[name].seeds == 3
+        assert REPRODUCTIONS[name].n_seeds == 3
 
 
 TINY_STUDY = ({

@@ -69,7 +69,7 @@ def _reproduce(console, name: Optional[list[str]], out: Optional[Path], scale: s
         return
     reproduction = get(name[0])
     out = out if out is not None else Path("reproduce") / reproduction.name
-    result = reproduction.run(out, scale=scale, generator=seed, seeds=seeds)
+    result = reproduction.run(out, scale=scale, generator=seed, n_seeds=seeds)
     console.print(_values_table(result))
     console.print(f"[bold]Differs from the paper ({result.scale} scale):[/bold]")
     for line in result.differences:
@@ -100,7 +100,7 @@ def _run_several(console, selected: list[str], out: Path, scale: str, seed: int,
         console.print(f"[{len(done)}/{len(selected)}] {name}")
 
     results = run_all(out, scale=scale, generator=seed, names=selected, progress=progress,
-                      seeds=seeds)
+                      n_seeds=seeds)
     table = Table(title=f"nngauge reproduce {asked} ({scale} scale, from seed {seed})")
     for column in ("name", "verdict", "per seed", "seconds"):
         table.add_column(column)
@@ -127,7 +127,7 @@ def _list_table():
     table.add_column("seeds", no_wrap=True)
     for record in REPRODUCTIONS.values():
         table.add_row(record.name, f"{record.paper}: {record.target}\n{record.description}",
-                      record.small_runtime, str(record.seeds))
+                      record.small_runtime, str(record.n_seeds))
     return table
 
 

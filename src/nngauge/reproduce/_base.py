@@ -286,7 +286,7 @@ class Reproduction:
             from the rows and from the comparisons' fields (by key, never from their text).
         pages: ``pages(computed, out_dir) -> Path``: writes one more file beside the CSV and
             the PNG (e.g. an HTML page of many figures), named in the README; None: none.
-        seeds: how many consecutive seeds :meth:`run` computes and judges by default: 3 for a
+        n_seeds: how many consecutive seeds :meth:`run` computes and judges by default: 3 for a
             statistical reproduction (its verdict rests on random draws: sampled architectures,
             training, random directions), 1 for a deterministic one or where three would cost
             hours (``differences`` then says so).
@@ -303,12 +303,12 @@ class Reproduction:
     claim: str = ""
     judge: Optional[Callable[[Computed], Verdict]] = field(default=None, repr=False)
     pages: Optional[Callable[[Computed, Path], Path]] = field(default=None, repr=False)
-    seeds: int = 1
+    n_seeds: int = 1
 
     @renamed(seed=("generator", _seed_or_default, _seed_with_generator))
     def run(self, out_dir: str | Path, *, scale: Scale = "small",
             generator: int | torch.Generator = 0,
-            seeds: Optional[int] = None) -> ReproductionResult:
+            n_seeds: Optional[int] = None) -> ReproductionResult:
         """Compute, write ``out_dir/NAME.csv``, ``NAME.png`` and ``README.md``, return the
         result.
 
@@ -324,12 +324,12 @@ class Reproduction:
             generator: seeds everything random: an int seed (default 0), named in the README
                 as ``nngauge reproduce --seed N``, or a torch.Generator (the README then says
                 the caller seeded it).
-            seeds: how many seeds (None: :attr:`seeds` for an int ``generator``, 1 for a
+            n_seeds: how many seeds (None: :attr:`n_seeds` for an int ``generator``, 1 for a
                 torch.Generator, whose one stream the caller seeded).
 
         Raises:
-            InvalidInputError: an unknown scale, an ``out_dir`` that is a file, ``seeds`` not
-                a positive int, or ``seeds > 1`` with a torch.Generator.
+            InvalidInputError: an unknown scale, an ``out_dir`` that is a file, ``n_seeds``
+                not a positive int, or ``n_seeds > 1`` with a torch.Generator.
             MissingDependencyError: matplotlib is not installed.
         """
         where = f"reproduce {self.name}"
@@ -345,7 +345,7 @@ class Reproduction:
             raise invalid(where, f"generator {SEED.expected()}", f"generator={generator!r}",
                           "pass e.g. generator=0 (the default)")
         seed = None if isinstance(generator, torch.Generator) else generator
-        count = self._seed_count(seed, seeds)
+        count = self._seed_count(seed, n_seeds)
         start, cpu_start = time.perf_counter(), cpu_seconds()
         collected: dict[str, int] = {}
         token = _WORKER_WARNINGS.set(collected)
@@ -381,19 +381,19 @@ class Reproduction:
                                   csv_path, png_path, seconds, readme_path, verdict, warned,
                                   tuple(outcomes), seeds_csv)
 
-    def _seed_count(self, seed: Optional[int], seeds: Optional[int]) -> int:
+    def _seed_count(self, seed: Optional[int], n_seeds: Optional[int]) -> int:
         """How many seeds a run computes (validated; see :meth:`run`)."""
         where = f"reproduce {self.name}"
-        if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int)
-                                  or seeds < 1):
-            raise invalid(where, "seeds, a positive int (or None: the reproduction's "
-                          "default)", f"seeds={seeds!r}", "pass e.g. seeds=3")
+        if n_seeds is not None and (isinstance(n_seeds, bool) or not isinstance(n_seeds, int)
+                                    or n_seeds < 1):
+            raise invalid(where, "n_seeds, a positive int (or None: the reproduction's "
+                          "default)", f"n_seeds={n_seeds!r}", "pass e.g. n_seeds=3")
         if seed is None:
-            if seeds is not None and seeds > 1:
-                raise invalid(where, "an int seed to run at several seeds", f"seeds={seeds} "
+            if n_seeds is not None and n_seeds > 1:
+                raise invalid(where, "an int seed to run at several seeds", f"n_seeds={n_seeds} "
                               "with a torch.Generator", "pass generator=0 (seeds 0, 1, ...)")
             return 1
-        return self.seeds if seeds is None else seeds
+        return self.n_seeds if n_seeds is None else n_seeds
 
     def readme(self, computed: Computed, scale: str, seed: Optional[int], seconds: float,
                verdict: Optional[Verdict] = None, page: Optional[Path] = None, *,

@@ -254,5 +254,5 @@ REPRODUCTION = Reproduction(
            "(Corollaries 3.3 and 3.5), while an activation that is not normalized, such as "
            "ReLU, conditions worse (section 3.4): its kernel degenerates with depth."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

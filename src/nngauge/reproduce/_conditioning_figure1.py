@@ -209,5 +209,5 @@ REPRODUCTION = Reproduction(
            "generalize better over the epochs, the average normalized dot product between held-out "
            "inputs' representations falls: their conditioning improves (section 1, figure 1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

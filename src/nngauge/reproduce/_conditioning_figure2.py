@@ -269,5 +269,5 @@ REPRODUCTION = Reproduction(
            "after the activation, normalizing the activation leaves the output unchanged "
            "(Lemma 2.1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

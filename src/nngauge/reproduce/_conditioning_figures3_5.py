@@ -223,5 +223,5 @@ REPRODUCTION = Reproduction(
            "learning rates (figure 3); in ResNets it is competitive with batch normalization, "
            "slightly better at the larger depth (figure 4), and matches Fixup (figure 5)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

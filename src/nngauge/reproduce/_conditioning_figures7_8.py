@@ -191,5 +191,5 @@ REPRODUCTION = Reproduction(
            "(figure 7) and in ResNets without batch normalization, where NormReLU reaches "
            "slightly higher test accuracies (figure 8)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

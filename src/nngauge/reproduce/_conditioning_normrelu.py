@@ -350,5 +350,5 @@ REPRODUCTION = Reproduction(
            "their correlation falls below any eps after O(log(1 / eps)) layers (Theorem I.1, "
            "Remark I.2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

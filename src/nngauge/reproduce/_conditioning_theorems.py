@@ -444,5 +444,5 @@ REPRODUCTION = Reproduction(
            "increasing activation concave on [0, inf), inputs of any norm reach unit norm and "
            "correlation below any eps after enough layers (Theorem 3.11)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -52,10 +52,10 @@ td, th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; }
 def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
             names: Optional[Sequence[str]] = None,
             progress: Optional[Callable[[str], None]] = None,
-            seeds: Optional[int] = None) -> list[ReproductionResult]:
+            n_seeds: Optional[int] = None) -> list[ReproductionResult]:
     """Run each reproduction (default: all, in listing order) into ``out_dir/NAME`` from the
-    same int seed ``generator`` (the README of each names it) at ``seeds`` seeds (None: each
-    reproduction's own count, :attr:`Reproduction.seeds`), then write ``out_dir/index.html``;
+    same int seed ``generator`` (the README of each names it) at ``n_seeds`` seeds (None:
+    each reproduction's own count, :attr:`Reproduction.n_seeds`), then write ``out_dir/index.html``;
     returns the results."""
     from nngauge.reproduce import get
     from nngauge.reproduce import names as all_names
@@ -65,7 +65,7 @@ def run_all(out_dir: str | Path, *, scale: Scale = "small", generator: int = 0,
         if progress is not None:
             progress(name)
         results.append(get(name).run(Path(out_dir) / name, scale=scale, generator=generator,
-                                     seeds=seeds))
+                                     n_seeds=n_seeds))
     write_index(results, out_dir)
     return results
 

@@ -642,5 +642,5 @@ REPRODUCTION = Reproduction(
            "the comparison of true and random labels is unaffected by eps between 0.001 and "
            "0.1."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

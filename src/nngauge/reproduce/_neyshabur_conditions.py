@@ -225,5 +225,5 @@ REPRODUCTION = Reproduction(
            "C3 <= 3, and the learned network is very similar to its random initialization in "
            "terms of these conditions (section 4, appendix D, figures 5-8)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -271,5 +271,5 @@ REPRODUCTION = Reproduction(
            "more KL for the same expected sharpness, and their curves move more as the "
            "training set grows (section 2.4, figure 2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

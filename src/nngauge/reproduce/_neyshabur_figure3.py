@@ -220,5 +220,5 @@ REPRODUCTION = Reproduction(
            "and their norms and their KL at a fixed expected sharpness rise with the test "
            "error, while sharpness alone behaves poorly (section 3, figure 3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -313,5 +313,5 @@ REPRODUCTION = Reproduction(
            "largest widths, and the PAC-Bayes KL at a fixed expected sharpness falls up to a "
            "moderate width and not beyond (section 3, figure 4)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

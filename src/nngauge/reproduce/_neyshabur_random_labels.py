@@ -267,5 +267,5 @@ REPRODUCTION = Reproduction(
            "networks fitted to random labels than to true labels, with a gap that grows with the "
            "training set (figure 1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

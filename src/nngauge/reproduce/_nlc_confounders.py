@@ -569,5 +569,5 @@ REPRODUCTION = Reproduction(
            "test error after training; for 1 + sin(ks)/k activations and deeper He-initialized "
            "ReLU networks the NLC grows while the GVCS stays stable (section 6)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

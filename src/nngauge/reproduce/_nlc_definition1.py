@@ -371,5 +371,5 @@ REPRODUCTION = Reproduction(
            "Definition 1 without batchnorm (J(X) block diagonal) and which Gaussian probes "
            "estimate without bias (appendix G)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -209,5 +209,5 @@ REPRODUCTION = Reproduction(
            "approximately linear: the relative diameter of linearly approximable regions falls "
            "as the NLC grows, about as 1 / NLC (figure 1, section 3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

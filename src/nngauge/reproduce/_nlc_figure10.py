@@ -135,5 +135,5 @@ REPRODUCTION = Reproduction(
            "initial NLC and test error, and the two behave clearly differently: skip "
            "connections give lower NLCs and a lower test error at a given NLC (B.3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

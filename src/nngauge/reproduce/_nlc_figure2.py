@@ -189,5 +189,5 @@ REPRODUCTION = Reproduction(
            "architectures have NLC between about 1 and 3, and those with a high output bias fail "
            "(figure 2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -201,5 +201,5 @@ REPRODUCTION = Reproduction(
            "(B); the NLC after training predicts test error less well than before (C); "
            "high-NLC architectures lose accuracy under tiny input perturbations (E)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -326,5 +326,5 @@ REPRODUCTION = Reproduction(
            "near-zero training error when trained without early stopping over a wide range "
            "of rates (D); retrained with Adam, the NLC predicts test error as with SGD (F)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

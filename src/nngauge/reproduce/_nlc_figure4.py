@@ -172,5 +172,5 @@ REPRODUCTION = Reproduction(
     claim=("Depth correlates positively with test error (figure 4), which the paper suspects "
            "is mainly because deeper networks tend to have a larger NLC (section 6)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

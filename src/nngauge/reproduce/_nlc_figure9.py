@@ -165,5 +165,5 @@ REPRODUCTION = Reproduction(
            "have a high bias but a low NLC, so the bias adds to the NLC in predicting test "
            "error (B.2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -296,5 +296,5 @@ REPRODUCTION = Reproduction(
            "rate falls as the initial NLC grows, for the training error roughly as NLC^-2 "
            "(figure 8, B.1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

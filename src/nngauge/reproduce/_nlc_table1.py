@@ -235,5 +235,5 @@ REPRODUCTION = Reproduction(
            "activations, the NLC compounds with depth as NLC_tau(1)^48 (Table 1, section 5); "
            "section 5 adds that E is about NLC_tau(1) - 1."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -168,5 +168,5 @@ REPRODUCTION = Reproduction(
     claim=("The NLC of He-initialized batchnorm-ReLU networks compounds exponentially with "
            "depth, from 1.22 at depth 2 to about 10^4 at depth 50 (Table 2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

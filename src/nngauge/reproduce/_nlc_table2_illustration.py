@@ -291,5 +291,5 @@ REPRODUCTION = Reproduction(
            "and more often across the input disc (Table 2's illustrations, appendix A.2, figures "
            "5-6)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -233,5 +233,5 @@ REPRODUCTION = Reproduction(
     plot=plot,
     claim=CLAIM,
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

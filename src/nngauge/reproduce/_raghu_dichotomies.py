@@ -290,5 +290,5 @@ REPRODUCTION = Reproduction(
            "only on the remaining depth above the swept layer (figure 15), and follow a random "
            "walk that flips one label per transition (figure 16; appendix B.3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

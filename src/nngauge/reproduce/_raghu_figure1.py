@@ -276,5 +276,5 @@ REPRODUCTION = Reproduction(
     claim=("A ReLU network's layers subdivide input space into convex polytopes, each layer's "
            "boundaries bending at those of the layers below (figure 1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

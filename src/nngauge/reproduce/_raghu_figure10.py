@@ -290,5 +290,5 @@ REPRODUCTION = Reproduction(
     claim=("After a few hundred gradient steps the batch norm layers of a conv net reduce the "
            "length of a trajectory between two data points (figure 10, section 3.2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -331,5 +331,5 @@ REPRODUCTION = Reproduction(
     claim=("Replacing batchnorm by trajectory regularization performs comparably to batchnorm, "
            "and both considerably better than no normalization (figure 11, section 3.3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -348,5 +348,5 @@ REPRODUCTION = Reproduction(
            "figure 2); Theorem 4's proof: in a saturated hard-tanh network each added layer "
            "multiplies the transitions by at least sqrt(k)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

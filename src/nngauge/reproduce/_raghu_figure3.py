@@ -194,5 +194,5 @@ REPRODUCTION = Reproduction(
     claim=("A circular trajectory fed through a random tanh network of width 100 grows longer and "
            "more convoluted after every hidden layer (figure 3, section 2.2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -198,5 +198,5 @@ REPRODUCTION = Reproduction(
            "slightly higher initialization scales than fully connected ones, while the pooling "
            "layers 3 and 7 decrease it (section 2.2, figure 4)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -345,5 +345,5 @@ REPRODUCTION = Reproduction(
            "the lowest layers and least in the upper ones, as remaining depth amplifies "
            "perturbations (figure 6, section 3.1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -442,5 +442,5 @@ REPRODUCTION = Reproduction(
            "attained and larger for deeper networks at equal neurons; along a line every "
            "interval between transitions has its own pattern (Theorem 1, Corollary 1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -406,5 +406,5 @@ REPRODUCTION = Reproduction(
            "training one lower layer alone fits better than training a higher one (remaining "
            "depth, figure 7)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -261,5 +261,5 @@ REPRODUCTION = Reproduction(
     claim=("The length of a trajectory's image grows exponentially with depth, at a rate that "
            "rises with sigma_w and the width (Theorem 3, figures 12-13)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

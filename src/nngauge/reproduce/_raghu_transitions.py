@@ -171,5 +171,5 @@ REPRODUCTION = Reproduction(
     claim=("The number of transitions is linear in the length of the trajectory (section 2.2, "
            "figure 5)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -333,5 +333,5 @@ REPRODUCTION = Reproduction(
            "late in training, regions migrate away from the training points: their local "
            "complexity falls after an early rise (Humayun et al. 2024)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -272,5 +272,5 @@ REPRODUCTION = Reproduction(
            "with depth (Montufar et al.'s construction), and at initialization their density "
            "along lines is set by the number of neurons (Hanin & Rolnick)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

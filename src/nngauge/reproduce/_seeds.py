@@ -1,8 +1,8 @@
 """A reproduction at several seeds: each seed's verdict, the majority and the spread.
 
 A statistical reproduction (its verdict rests on random draws: sampled architectures, trained
-networks, random directions) runs at ``Reproduction.seeds`` consecutive seeds by default (3;
-``nngauge reproduce --seeds N`` or ``run(seeds=N)`` for another count). Each seed is computed
+networks, random directions) runs at ``Reproduction.n_seeds`` consecutive seeds by default (3;
+``nngauge reproduce --seeds N`` or ``run(n_seeds=N)`` for another count). Each seed is computed
 and judged on its own; the reproduction's verdict is the majority status with the count that
 agrees and every seed's status in its reason, and each printed value is shown with its spread
 (smallest and largest over the seeds). A tie (e.g. three seeds, three statuses) takes the

@@ -266,5 +266,5 @@ REPRODUCTION = Reproduction(
            "piecewise-linear excess-convexity bound on [0, 1]; as depth grows it turns flat, then "
            "steep: rho_L(0) rises towards 1 while rho_L(1) = 1 (section 3, figure 1, remark 2)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

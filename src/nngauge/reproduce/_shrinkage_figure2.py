@@ -199,5 +199,5 @@ REPRODUCTION = Reproduction(
            "nonlinearity 1 - a: the largest 1 - rho between two inputs falls, within Theorem 1's "
            "bound (eq. 4.1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

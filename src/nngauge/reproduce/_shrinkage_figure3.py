@@ -315,5 +315,5 @@ REPRODUCTION = Reproduction(
            "grows (above eq. 4.3) and gradients explode towards the input (section 4.1, "
            "figure 3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -407,5 +407,5 @@ REPRODUCTION = Reproduction(
            "shared layers' parameters are correlated, strongly (up to 0.8) far from the block "
            "and weakly (~0.1) but positively next to it (section 4.2, figure 4)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -380,5 +380,5 @@ REPRODUCTION = Reproduction(
            "O(l^-1/2)), and exponentially to rho_fp < 1 in the chaotic phase (remark 1, "
            "sections 2.2 and 5.1)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )

@@ -425,5 +425,5 @@ REPRODUCTION = Reproduction(
            "as proved in A.2; printed with ||phi_l||^2), through the correlation map A.10 that "
            "wide random ResNets follow (section 3)."),
     judge=judge,
-    seeds=3,
+    n_seeds=3,
 )
